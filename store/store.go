@@ -1,0 +1,170 @@
+// Package store defines how lobbyhost persists lobbies: a small interface of
+// versioned, opaque records, a per-lobby deadline index and an outbox of
+// events, plus the sentinel errors every implementation reports.
+//
+// A Store never interprets lobby rules. The lobby package encodes each lobby
+// as bytes, computes its next deadline and its events, and asks the store to
+// write all three in one atomic compare-and-set. Anything with a conditional
+// write (a map under a mutex, SQL, Redis, etcd, DynamoDB) can implement it;
+// package storetest checks that an implementation keeps the contract, and
+// package store/memstore is the in-memory default.
+//
+// # Versions and floors
+//
+// Every lobby ID has a version. It is 0 before the first write, and each
+// successful [Store.Write] sets it to the expected version plus one. After
+// [Store.Delete] the ID has no record, but its version is not forgotten: the
+// store keeps a floor at or above every version it ever held for that ID, and
+// [Store.Load] reports that floor, so a lobby created again continues above
+// every value issued before instead of repeating one.
+//
+// # Outbox
+//
+// Events written with a record are delivered after the commit by a relay that
+// calls [Store.Pending] and, once it has published them, [Store.Ack]. Delivery
+// is at least once: an event stays pending until acknowledged, and events of
+// one lobby come back in the order they were written.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// Sentinel errors. Implementations return them (possibly wrapped, so compare
+// with errors.Is) exactly in the situations each method's documentation names.
+// A cancelled or expired context is reported with the context's own error.
+var (
+	// ErrNotFound: the lobby has no record (never written, or deleted).
+	ErrNotFound = errors.New("store: lobby not found")
+	// ErrConflict: the stored version is not the expected one. Nothing was written.
+	ErrConflict = errors.New("store: version conflict")
+	// ErrInvalid: the arguments break the method's contract (an empty ID, a
+	// non-positive limit, ...). Nothing was written.
+	ErrInvalid = errors.New("store: invalid argument")
+)
+
+// Record is a lobby as the store keeps it.
+type Record struct {
+	// ID is the lobby ID, compared byte for byte.
+	ID string
+	// Version is the record's compare-and-set counter: 1 after the first
+	// write, one more after each later write.
+	Version uint64
+	// Data is the encoded lobby, opaque to the store.
+	Data []byte
+	// Deadline is the earliest moment at which the lobby has work to do
+	// without any command (a heartbeat or reconnect deadline). The zero time
+	// means none: the lobby is not in the due index.
+	Deadline time.Time
+}
+
+// Event is one outbox entry.
+type Event struct {
+	// Lobby is the ID of the lobby that wrote the event.
+	Lobby string
+	// Seq orders the events of one lobby; lobbyhost uses the lobby revision
+	// the event announces. Seq strictly increases across the writes of a
+	// lobby, also across Delete, so (Lobby, Seq) identifies an event.
+	Seq uint64
+	// Data is the encoded event, opaque to the store.
+	Data []byte
+}
+
+// Write is one atomic compare-and-set.
+type Write struct {
+	// ID names the lobby to write.
+	ID string
+	// Expected is the version the caller read: the record's Version, or the
+	// floor Load reported with ErrNotFound (0 for an ID never written). The
+	// write succeeds only if the stored version still equals it, and then
+	// sets the version to Expected+1.
+	Expected uint64
+	// Data replaces the record's data.
+	Data []byte
+	// Deadline replaces the record's deadline; zero removes the lobby from
+	// the due index.
+	Deadline time.Time
+	// Events are appended to the outbox in this order, in the same atomic
+	// step as the record: either both are stored or neither is.
+	Events []Event
+}
+
+// Due names a lobby whose deadline has come.
+type Due struct {
+	ID       string
+	Deadline time.Time
+}
+
+// Store persists lobbies. Implementations must be safe for concurrent use by
+// many goroutines (and, for shared stores, many processes), and must never
+// retain or modify a slice passed to or returned from a method: the caller
+// owns what it passes and what it gets back.
+//
+// Every method first honours its context: if ctx is already done it returns
+// ctx.Err() and writes nothing.
+type Store interface {
+	// Load returns the lobby's current record.
+	//
+	// If the lobby has no record, Load returns ErrNotFound together with a
+	// Record holding only ID and Version, where Version is the floor to pass
+	// as Write.Expected when creating it: 0 for an ID never written, or the
+	// floor kept by Delete.
+	Load(ctx context.Context, id string) (Record, error)
+
+	// Write stores w atomically if the lobby's version equals w.Expected
+	// (counting an absent record as its floor): the record's data, its
+	// deadline in the due index and the events in the outbox, all or none.
+	// The new version is w.Expected+1.
+	//
+	// It returns ErrConflict if the version differs, ErrInvalid if w.ID is
+	// empty or an event names another lobby; in both cases it writes nothing.
+	Write(ctx context.Context, w Write) error
+
+	// Delete removes the lobby's record and its deadline if its version
+	// equals expected. The outbox is untouched: pending events stay pending.
+	// Afterwards Load reports ErrNotFound with a floor of at least
+	// max(expected, floor), and the next Write must expect exactly that.
+	//
+	// It returns ErrNotFound if there is no record, ErrConflict if the
+	// version differs; in both cases it changes nothing.
+	Delete(ctx context.Context, id string, expected, floor uint64) error
+
+	// Due returns up to limit lobbies whose deadline is at or before now,
+	// ordered by deadline and then by ID (byte order). limit must be
+	// positive (else ErrInvalid). To learn the next deadline at all, ask
+	// with a far-future now and limit 1.
+	Due(ctx context.Context, now time.Time, limit int) ([]Due, error)
+
+	// Pending returns up to limit unacknowledged outbox events, oldest write
+	// first; the events of one lobby come in the order they were written.
+	// limit must be positive (else ErrInvalid). Pending does not hide what it
+	// returns: a second call returns the same events until they are acked.
+	Pending(ctx context.Context, limit int) ([]Event, error)
+
+	// Ack removes the events named by (Lobby, Seq) from the outbox. Data is
+	// ignored; unknown or already acknowledged events are skipped.
+	Ack(ctx context.Context, events []Event) error
+}
+
+// Claimer is an optional capability for stores shared by several processes:
+// it lets sweepers divide due lobbies among themselves instead of all
+// racing for the same ones. Racing is still correct (compare-and-set lets
+// exactly one transition commit), only wasteful.
+type Claimer interface {
+	// Claim is Due that skips lobbies claimed by another call less than hold
+	// ago, and claims the lobbies it returns until now+hold. A Write to a
+	// lobby releases its claim.
+	Claim(ctx context.Context, now time.Time, limit int, hold time.Duration) ([]Due, error)
+}
+
+// Notifier is an optional capability for stores shared by several processes:
+// it tells a relay or sweeper that some process wrote, so it can look for new
+// events and earlier deadlines without polling.
+type Notifier interface {
+	// Notify returns a channel that receives a value (coalesced: one value
+	// may stand for many writes) after writes by any process. The channel is
+	// closed when ctx is done.
+	Notify(ctx context.Context) (<-chan struct{}, error)
+}
