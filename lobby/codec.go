@@ -1,0 +1,407 @@
+package lobby
+
+import (
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"time"
+	"unicode/utf8"
+)
+
+// Encoded lobbies and events start with a three-byte magic and a format
+// number, so a store can hold them as opaque bytes and a later version of
+// this package can still read what an earlier one wrote.
+//
+// The layout is a sequence of unsigned varints (counters), length-prefixed
+// strings, and optional times (a presence byte, then the signed varint of
+// nanoseconds since 1970 UTC). Decoding checks every length against the
+// bytes that remain and every value against the lobby invariants, so
+// corrupted or hostile input yields ErrCorrupt, never a panic or a huge
+// allocation. Every value has exactly one encoding (no overlong varints), so
+// equal states encode to equal bytes.
+const (
+	stateMagic  = "LHS"
+	eventMagic  = "LHE"
+	formatV1    = 1
+	maxDecodeID = MaxIDLen
+)
+
+// AppendState appends the encoding of s to dst and returns the extended
+// slice.
+func AppendState(dst []byte, s *State) []byte {
+	dst = append(dst, stateMagic...)
+	dst = append(dst, formatV1)
+	dst = appendString(dst, s.ID)
+	dst = binary.AppendUvarint(dst, s.Revision)
+	dst = binary.AppendUvarint(dst, s.NextJoinSeq)
+	dst = binary.AppendUvarint(dst, s.NextGen)
+	dst = appendTime(dst, s.Updated)
+	dst = appendString(dst, s.Host)
+	dst = binary.AppendUvarint(dst, uint64(len(s.Members)))
+	for i := range s.Members {
+		m := &s.Members[i]
+		dst = appendString(dst, m.Player)
+		dst = binary.AppendUvarint(dst, m.JoinSeq)
+		dst = binary.AppendUvarint(dst, m.LastGen)
+		dst = appendTime(dst, m.ReconnectBy)
+		dst = binary.AppendUvarint(dst, uint64(len(m.Attrs)))
+		if len(m.Attrs) > 0 {
+			keys := make([]string, 0, len(m.Attrs))
+			for k := range m.Attrs {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				dst = appendString(dst, k)
+				dst = appendString(dst, m.Attrs[k])
+			}
+		}
+		dst = binary.AppendUvarint(dst, uint64(len(m.Conns)))
+		for _, c := range m.Conns {
+			dst = binary.AppendUvarint(dst, c.Gen)
+			dst = appendTime(dst, c.Deadline)
+		}
+	}
+	return dst
+}
+
+// EncodeState returns the encoding of s.
+func EncodeState(s *State) []byte { return AppendState(nil, s) }
+
+// DecodeState decodes a lobby encoded by AppendState and checks its
+// invariants. Malformed input, or a lobby that breaks an invariant (members
+// out of order, a generation issued twice, a host who is not a member, ...),
+// yields an error wrapping ErrCorrupt. The result shares no memory with
+// data.
+func DecodeState(data []byte) (*State, error) {
+	d := decoder{buf: data}
+	d.magic(stateMagic)
+	s := &State{}
+	s.ID = d.str(maxDecodeID)
+	s.Revision = d.uvarint()
+	s.NextJoinSeq = d.uvarint()
+	s.NextGen = d.uvarint()
+	s.Updated = d.time()
+	s.Host = d.str(maxDecodeID)
+	// Every member takes at least 7 bytes; a count beyond what the input
+	// could hold is corrupt, and capping it avoids a hostile allocation.
+	n := d.count(7)
+	if n > 0 {
+		s.Members = make([]Member, n)
+	}
+	for i := 0; i < n && d.err == nil; i++ {
+		m := &s.Members[i]
+		m.Player = d.str(maxDecodeID)
+		m.JoinSeq = d.uvarint()
+		m.LastGen = d.uvarint()
+		m.ReconnectBy = d.time()
+		if na := d.count(2); na > 0 {
+			m.Attrs = make(map[string]string, na)
+			prev := ""
+			for j := 0; j < na && d.err == nil; j++ {
+				k, v := d.str(MaxAttrLen), d.str(MaxAttrLen)
+				if j > 0 && k <= prev {
+					d.fail("attribute keys out of order")
+				}
+				m.Attrs[k], prev = v, k
+			}
+		}
+		if nc := d.count(2); nc > 0 {
+			m.Conns = make([]Conn, nc)
+			for j := 0; j < nc && d.err == nil; j++ {
+				m.Conns[j] = Conn{Gen: d.uvarint(), Deadline: d.time()}
+			}
+		}
+	}
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Validate checks the structural invariants of s: valid IDs, members in
+// strictly increasing join-sequence order with unique players, generations
+// unique, increasing per member and below NextGen, online members without a
+// reconnect deadline and reconnecting members with one, every pending
+// deadline after Updated, and a host who is a member. The error wraps
+// ErrCorrupt.
+//
+// It cannot check what depends on the policy (whether an empty host seat
+// could be filled), since the policy is not part of the state.
+func (s *State) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: lobby %q: %s", ErrCorrupt, s.ID, fmt.Sprintf(format, args...))
+	}
+	if err := ValidateID(s.ID); err != nil {
+		return fmt.Errorf("%w: lobby ID: %w", ErrCorrupt, err)
+	}
+	if s.NextJoinSeq == 0 || s.NextGen == 0 {
+		return bad("counters start at 1")
+	}
+	if !s.Updated.IsZero() && (s.Updated.Before(minTime) || s.Updated.After(maxTime)) {
+		return bad("last transition time %v out of range", s.Updated)
+	}
+	if len(s.Members) > 0 && s.Updated.IsZero() {
+		return bad("members but no transition time")
+	}
+	hostFound := s.Host == ""
+	var prevSeq uint64
+	var gens []uint64
+	for i := range s.Members {
+		m := &s.Members[i]
+		if err := ValidateID(m.Player); err != nil {
+			return fmt.Errorf("%w: lobby %q: member %d: %w", ErrCorrupt, s.ID, i, err)
+		}
+		if m.JoinSeq <= prevSeq || m.JoinSeq >= s.NextJoinSeq {
+			return bad("member %q: join sequence %d out of order or not yet issued", m.Player, m.JoinSeq)
+		}
+		prevSeq = m.JoinSeq
+		for j := range i {
+			if s.Members[j].Player == m.Player {
+				return bad("player %q listed twice", m.Player)
+			}
+		}
+		if m.Player == s.Host {
+			hostFound = true
+		}
+		if err := validateAttrs(m.Attrs); err != nil {
+			return fmt.Errorf("%w: lobby %q: member %q: %w", ErrCorrupt, s.ID, m.Player, err)
+		}
+		if m.LastGen == 0 || m.LastGen >= s.NextGen {
+			return bad("member %q: last generation %d not issued", m.Player, m.LastGen)
+		}
+		online := len(m.Conns) > 0
+		if online == !m.ReconnectBy.IsZero() {
+			return bad("member %q: online exactly when it has no reconnect deadline", m.Player)
+		}
+		if !online && !m.ReconnectBy.After(s.Updated) {
+			return bad("member %q: reconnect deadline %v not after the last transition", m.Player, m.ReconnectBy)
+		}
+		var prevGen uint64
+		for _, c := range m.Conns {
+			if c.Gen <= prevGen || c.Gen > m.LastGen {
+				return bad("member %q: generation %d out of order", m.Player, c.Gen)
+			}
+			prevGen = c.Gen
+			if !c.Deadline.IsZero() && !c.Deadline.After(s.Updated) {
+				return bad("member %q: heartbeat deadline %v not after the last transition", m.Player, c.Deadline)
+			}
+			gens = append(gens, c.Gen)
+		}
+		if online && m.Conns[len(m.Conns)-1].Gen != m.LastGen {
+			return bad("member %q: newest live generation is not its last", m.Player)
+		}
+	}
+	if !hostFound {
+		return bad("host %q is not a member", s.Host)
+	}
+	slices.Sort(gens)
+	for i := 1; i < len(gens); i++ {
+		if gens[i] == gens[i-1] {
+			return bad("generation %d held twice", gens[i])
+		}
+	}
+	return nil
+}
+
+// AppendEvent appends the encoding of e to dst and returns the extended
+// slice.
+func AppendEvent(dst []byte, e *Event) []byte {
+	code, _ := reasonCode(e.Reason)
+	dst = append(dst, eventMagic...)
+	dst = append(dst, formatV1)
+	dst = appendString(dst, e.Lobby)
+	dst = binary.AppendUvarint(dst, e.Revision)
+	dst = appendString(dst, e.Host)
+	dst = appendString(dst, e.PrevHost)
+	dst = append(dst, code)
+	dst = appendString(dst, e.Subject)
+	dst = appendTime(dst, e.At)
+	dst = binary.AppendUvarint(dst, uint64(len(e.Members)))
+	for _, m := range e.Members {
+		dst = appendString(dst, m.Player)
+		dst = binary.AppendUvarint(dst, m.JoinSeq)
+		dst = append(dst, byte(m.Status))
+	}
+	return dst
+}
+
+// EncodeEvent returns the encoding of e.
+func EncodeEvent(e *Event) []byte { return AppendEvent(nil, e) }
+
+// DecodeEvent decodes an event encoded by AppendEvent. Malformed input
+// yields an error wrapping ErrCorrupt.
+func DecodeEvent(data []byte) (Event, error) {
+	d := decoder{buf: data}
+	d.magic(eventMagic)
+	var e Event
+	e.Lobby = d.str(maxDecodeID)
+	e.Revision = d.uvarint()
+	e.Host = d.str(maxDecodeID)
+	e.PrevHost = d.str(maxDecodeID)
+	code := d.byte()
+	if int(code) >= len(reasons) || code == 0 {
+		d.fail("unknown reason")
+	} else {
+		e.Reason = reasons[code]
+	}
+	e.Subject = d.str(maxDecodeID)
+	e.At = d.time()
+	n := d.count(3)
+	if n > 0 {
+		e.Members = make([]MemberView, n)
+	}
+	var prev uint64
+	for i := 0; i < n && d.err == nil; i++ {
+		v := MemberView{Player: d.str(maxDecodeID), JoinSeq: d.uvarint(), Status: Status(d.byte())}
+		if v.Status != StatusOnline && v.Status != StatusReconnecting {
+			d.fail("unknown status")
+		}
+		if v.JoinSeq <= prev {
+			d.fail("members out of order")
+		}
+		if err := ValidateID(v.Player); err != nil && d.err == nil {
+			d.fail("member ID")
+		}
+		prev = v.JoinSeq
+		e.Members[i] = v
+	}
+	if err := d.finish(); err != nil {
+		return Event{}, err
+	}
+	switch {
+	case ValidateID(e.Lobby) != nil, ValidateID(e.Subject) != nil:
+		return Event{}, fmt.Errorf("%w: event IDs", ErrCorrupt)
+	case e.Revision == 0, e.At.IsZero():
+		return Event{}, fmt.Errorf("%w: event without revision or time", ErrCorrupt)
+	}
+	return e, nil
+}
+
+func appendString(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+func appendTime(dst []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(dst, 0)
+	}
+	dst = append(dst, 1)
+	return binary.AppendVarint(dst, t.UnixNano())
+}
+
+// decoder reads the encoding; the first failure sticks and every later read
+// returns zero values.
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: %s", ErrCorrupt, what)
+	}
+}
+
+func (d *decoder) magic(m string) {
+	if len(d.buf) < len(m)+1 || string(d.buf[:len(m)]) != m {
+		d.fail("not an encoded lobby value")
+		return
+	}
+	if v := d.buf[len(m)]; v != formatV1 {
+		d.err = fmt.Errorf("%w: unknown format %d", ErrCorrupt, v)
+		return
+	}
+	d.buf = d.buf[len(m)+1:]
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.buf) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	b := d.buf[0]
+	d.buf = d.buf[1:]
+	return b
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 || (n > 1 && d.buf[n-1] == 0) { // overflow, truncation or an overlong form
+		d.fail("bad varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+// count reads a length whose elements take at least minSize bytes each.
+func (d *decoder) count(minSize int) int {
+	v := d.uvarint()
+	if d.err == nil && v > uint64(len(d.buf)/minSize) {
+		d.fail("count exceeds input")
+		return 0
+	}
+	return int(v)
+}
+
+func (d *decoder) str(maxLen int) string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(maxLen) || n > uint64(len(d.buf)) {
+		d.fail("string too long")
+		return ""
+	}
+	b := d.buf[:n]
+	d.buf = d.buf[n:]
+	if !utf8.Valid(b) {
+		d.fail("string not UTF-8")
+		return ""
+	}
+	return string(b)
+}
+
+func (d *decoder) time() time.Time {
+	switch d.byte() {
+	case 0:
+		return time.Time{}
+	case 1:
+	default:
+		d.fail("bad time")
+		return time.Time{}
+	}
+	if d.err != nil {
+		return time.Time{}
+	}
+	v, n := binary.Varint(d.buf)
+	if n <= 0 || (n > 1 && d.buf[n-1] == 0) {
+		d.fail("bad time")
+		return time.Time{}
+	}
+	d.buf = d.buf[n:]
+	t := time.Unix(0, v).UTC()
+	if t.Before(minTime) || t.After(maxTime.Add(2*366*24*time.Hour)) {
+		d.fail("time out of range")
+		return time.Time{}
+	}
+	return t
+}
+
+func (d *decoder) finish() error {
+	if d.err == nil && len(d.buf) > 0 {
+		d.fail("trailing bytes")
+	}
+	return d.err
+}

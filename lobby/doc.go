@@ -1,0 +1,56 @@
+// Package lobby decides who is in a lobby and who hosts it.
+//
+// It has two layers. [Machine] is the pure state machine: it takes a
+// [State], a [Command] and the time, and returns the next state, what the
+// command did, and the events clients should see. It reads no clock and does
+// no I/O, so every rule can be tested by replaying commands at chosen times.
+// [Service] is what a game server calls: it loads a lobby from a
+// [store.Store], applies a command with the Machine, and commits the result
+// with a compare-and-set, retrying on conflict; its Run loop applies expiries
+// at their deadlines and relays committed events to a publisher.
+//
+// # The model
+//
+// Players are identified by the host application; connections are not. Every
+// accepted Join allocates a connection generation (a per-lobby number that
+// only grows), and every later report about that connection names it, so a
+// close that arrives after the player has reconnected names an old generation
+// and changes nothing. A generation stays live while heartbeats keep pushing
+// its deadline forward; when its deadline passes it ends exactly as if its
+// socket had closed then, so a vanished socket cannot keep a player online.
+//
+// When a member's last live generation ends, the member is reconnecting for
+// the policy's grace. Coming back within it keeps the member's join sequence
+// and, for the host, the host role. When the grace runs out the member is
+// removed, and if it was the host, the eligible member that comes first in
+// the succession order (by default the lowest join sequence) becomes host in
+// the same transition. Nobody eligible means no host, never a stale one.
+//
+// Every change a client can see (the host, or a member joining, going
+// reconnecting, coming back online, or leaving) increments the lobby's
+// revision by exactly one and produces one [Event]. Heartbeats, extra tabs
+// and stale reports change no revision.
+//
+// # Time
+//
+// Deadlines are data, not timers. Before any command is judged, every
+// deadline at or before its time is applied in order of (deadline, join
+// sequence, player, generation), each as of its own deadline and with its own
+// revision and event. So the outcome of a schedule of commands depends only
+// on the commands and their times, never on when a sweeper happened to run.
+// Each state remembers its last transition time; a command stamped earlier
+// (a skewed clock in another process, a retried write) is applied at that
+// time instead, so time never runs backward inside a lobby.
+//
+// # What revisions do and do not guarantee
+//
+// Revisions order what one lobby's clients see; a client that keeps the
+// highest revision it applied (package revision) can never roll its view
+// back. They do not fence actions in other systems: a host that acts on a
+// stale view (it was replaced while partitioned) is not stopped by lobbyhost.
+// Host-only actions should be checked against current state, as
+// [Machine.Apply] does for TransferHost. Expiries happen at stored deadlines
+// judged against the clock of whichever process runs the transition; with
+// several processes, keep their clocks synchronised (NTP) and treat the grace
+// as accurate only to within their skew.
+package lobby

@@ -1,0 +1,37 @@
+package lobby
+
+import "errors"
+
+// Errors returned by this package, possibly wrapped: compare with errors.Is.
+// A stale report (a heartbeat or close for a generation that already ended)
+// is not an error; it is reported as [OutcomeStale].
+var (
+	// ErrInvalidID: a lobby or player ID is empty, longer than MaxIDLen
+	// bytes, or not valid UTF-8.
+	ErrInvalidID = errors.New("lobby: invalid ID")
+	// ErrInvalidAttrs: join attributes break the limits (MaxAttrs,
+	// MaxAttrLen, valid UTF-8).
+	ErrInvalidAttrs = errors.New("lobby: invalid attributes")
+	// ErrInvalidPolicy: a policy value is out of range.
+	ErrInvalidPolicy = errors.New("lobby: invalid policy")
+	// ErrInvalidCommand: the command is malformed (an unknown operation).
+	ErrInvalidCommand = errors.New("lobby: invalid command")
+	// ErrInvalidTime: the transition time is outside the years 1700–2200,
+	// which stored deadlines cannot represent.
+	ErrInvalidTime = errors.New("lobby: time out of range")
+	// ErrLobbyFull: a new player cannot join because the lobby has
+	// MaxMembers members (reconnecting members count).
+	ErrLobbyFull = errors.New("lobby: lobby is full")
+	// ErrNotHost: a host-only command came from a member who is not the
+	// current host.
+	ErrNotHost = errors.New("lobby: actor is not the host")
+	// ErrNotMember: the command names a player who is not a member.
+	ErrNotMember = errors.New("lobby: player is not a member")
+	// ErrNotEligible: the named member may not host now (reconnecting, or
+	// refused by the eligibility rule).
+	ErrNotEligible = errors.New("lobby: player is not eligible to host")
+	// ErrCorrupt: stored bytes do not decode to a valid lobby or event.
+	ErrCorrupt = errors.New("lobby: corrupt record")
+	// ErrNotEmpty: a lobby that still has members cannot be reclaimed.
+	ErrNotEmpty = errors.New("lobby: lobby is not empty")
+)

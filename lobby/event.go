@@ -1,0 +1,151 @@
+package lobby
+
+import "time"
+
+// Reason is the cause of a visible change.
+type Reason string
+
+// The reasons an event can carry.
+const (
+	// ReasonJoined: a new member joined (or, rarely, a further tab's new
+	// attributes made a member eligible to fill an empty host seat).
+	ReasonJoined Reason = "joined"
+	// ReasonReconnected: a reconnecting member came back within its grace.
+	ReasonReconnected Reason = "reconnected"
+	// ReasonDisconnected: a member's last connection closed; it is
+	// reconnecting.
+	ReasonDisconnected Reason = "disconnected"
+	// ReasonTimedOut: a member's last connection missed its heartbeat
+	// deadline; it is reconnecting.
+	ReasonTimedOut Reason = "timed_out"
+	// ReasonLeaseExpired: a reconnecting member's grace ran out; it was
+	// removed.
+	ReasonLeaseExpired Reason = "lease_expired"
+	// ReasonLeft: a member left on purpose.
+	ReasonLeft Reason = "left"
+	// ReasonHostTransferred: the host handed the role to the subject.
+	ReasonHostTransferred Reason = "host_transferred"
+)
+
+var reasons = []Reason{"", ReasonJoined, ReasonReconnected, ReasonDisconnected, ReasonTimedOut, ReasonLeaseExpired, ReasonLeft, ReasonHostTransferred}
+
+func reasonCode(r Reason) (byte, bool) {
+	for i, x := range reasons {
+		if i > 0 && x == r {
+			return byte(i), true
+		}
+	}
+	return 0, false
+}
+
+// MemberView is one member as clients see it.
+type MemberView struct {
+	Player  string
+	JoinSeq uint64
+	Status  Status
+}
+
+// Event announces one visible change. Events of a lobby have consecutive
+// revisions; each carries the whole member view, so a client that missed
+// some can still render the newest one.
+type Event struct {
+	// Lobby is the lobby's ID.
+	Lobby string
+	// Revision is the lobby revision after the change.
+	Revision uint64
+	// Host is the host after the change, PrevHost before it ("" for none).
+	// They differ exactly when the change moved the host.
+	Host, PrevHost string
+	// Members is every member after the change, in join-sequence order.
+	Members []MemberView
+	// Reason is the cause, Subject the player it concerns (for
+	// host_transferred, the new host).
+	Reason  Reason
+	Subject string
+	// At is when the change happened: the command's time, or for an expiry
+	// its deadline.
+	At time.Time
+}
+
+// Outcome is what a command did.
+type Outcome uint8
+
+const (
+	// OutcomeApplied: the command took effect (visibly or not).
+	OutcomeApplied Outcome = iota + 1
+	// OutcomeNoop: nothing to do (leaving a lobby one is not in,
+	// transferring the host to oneself, a tick with nothing due).
+	OutcomeNoop
+	// OutcomeStale: the command names a generation or deadline that is
+	// not (or no longer) live. Nothing changed beyond catching up; a
+	// transport should tell the client to join again.
+	OutcomeStale
+	// OutcomeDone: ExpireLease applied the named deadline.
+	OutcomeDone
+	// OutcomeNotDue: ExpireLease named a deadline still in the future.
+	OutcomeNotDue
+)
+
+var outcomeNames = [...]string{OutcomeApplied: "applied", OutcomeNoop: "noop", OutcomeStale: "stale", OutcomeDone: "done", OutcomeNotDue: "not_due"}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
+		return outcomeNames[o]
+	}
+	return "Outcome(?)"
+}
+
+// EndCause says why a connection generation ended.
+type EndCause uint8
+
+const (
+	// EndClosed: its close was reported (Disconnect).
+	EndClosed EndCause = iota + 1
+	// EndTimedOut: its heartbeat deadline passed.
+	EndTimedOut
+	// EndSuperseded: the player opened more connections than
+	// MaxConnectionsPerPlayer allows and this was the oldest.
+	EndSuperseded
+	// EndLeft: its player left or was removed.
+	EndLeft
+)
+
+func (c EndCause) String() string {
+	switch c {
+	case EndClosed:
+		return "closed"
+	case EndTimedOut:
+		return "timed_out"
+	case EndSuperseded:
+		return "superseded"
+	case EndLeft:
+		return "left"
+	}
+	return "EndCause(?)"
+}
+
+// Ended names a connection generation that a transition ended. A transport
+// should close the socket of any it still holds: later reports about it are
+// stale.
+type Ended struct {
+	Player string
+	Gen    uint64
+	Cause  EndCause
+	At     time.Time
+}
+
+// Result is what one transition produced.
+type Result struct {
+	// Outcome is what the command itself did.
+	Outcome Outcome
+	// Gen and JoinSeq, for an applied Join: the new connection's generation
+	// and the member's join sequence.
+	Gen, JoinSeq uint64
+	// Ended lists the generations this transition ended, in order.
+	Ended []Ended
+	// Events are the visible changes, in revision order.
+	Events []Event
+	// Changed reports whether the state changed and must be committed;
+	// invisible changes (a heartbeat, a second tab) count.
+	Changed bool
+}

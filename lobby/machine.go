@@ -1,0 +1,430 @@
+package lobby
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+)
+
+// The range of transition times. Deadlines are stored as nanoseconds since
+// 1970 in an int64, which reaches from 1677 to 2262; this range leaves room
+// for a year of grace on either side.
+var (
+	minTime = time.Date(1700, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
+)
+
+// Machine is the pure lobby state machine: the rules of DESIGN in one
+// function, [Machine.Apply], with time as an argument. It holds only its
+// validated policy, so one Machine serves any number of lobbies and
+// goroutines.
+type Machine struct {
+	p Policy
+}
+
+// NewMachine returns a Machine for policy p, or an error wrapping
+// ErrInvalidPolicy.
+func NewMachine(p Policy) (*Machine, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Machine{p: p}, nil
+}
+
+// Policy returns the machine's policy.
+func (m *Machine) Policy() Policy { return m.p }
+
+// Apply runs cmd against s at time now, updating s in place, and returns
+// what happened.
+//
+// Steps, in order:
+//
+//  1. The command and now are validated; invalid input returns an error
+//     (ErrInvalidID, ErrInvalidAttrs, ErrInvalidCommand, ErrInvalidTime)
+//     before anything else.
+//  2. now is raised to s.Updated if it is earlier, so time never runs
+//     backward inside a lobby.
+//  3. Every deadline at or before now is applied in (deadline, join
+//     sequence, player, generation) order, each as of its own deadline:
+//     heartbeat deadlines end their generation (timed_out when it was the
+//     member's last), reconnect deadlines remove their member
+//     (lease_expired), and an emptied host seat goes to the successor
+//     eligible at that moment.
+//  4. The command is judged on the caught-up lobby.
+//
+// If the command is refused (ErrLobbyFull, ErrNotHost, ErrNotMember,
+// ErrNotEligible), s is left exactly as it was: a refused command commits
+// nothing, not even the catch-up. Otherwise s is the new state, and
+// Result.Changed reports whether it differs from the old one (and so must be
+// stored).
+//
+// Apply never reads a clock and never retains cmd.Attrs or any slice of the
+// result in s. It is deterministic: the same state, command and time always
+// yield the same result.
+func (m *Machine) Apply(s *State, cmd Command, now time.Time) (Result, error) {
+	if err := m.check(s, cmd, now); err != nil {
+		return Result{}, err
+	}
+	now = now.Round(0).UTC()
+	if now.Before(s.Updated) {
+		now = s.Updated
+	}
+	if m.refusable(cmd) {
+		if next := s.NextDeadline(); !next.IsZero() && !next.After(now) {
+			// Catching up changes s; work on a copy so that a refusal
+			// leaves s untouched.
+			work := s.Clone()
+			r, err := m.apply(work, cmd, now)
+			if err != nil {
+				return Result{}, err
+			}
+			*s = *work
+			return r, nil
+		}
+	}
+	return m.apply(s, cmd, now)
+}
+
+func (m *Machine) check(s *State, cmd Command, now time.Time) error {
+	if now.Before(minTime) || now.After(maxTime) {
+		return fmt.Errorf("%w: %v", ErrInvalidTime, now)
+	}
+	if s == nil {
+		return fmt.Errorf("%w: nil state", ErrInvalidCommand)
+	}
+	switch cmd.Op {
+	case OpTick:
+		return nil
+	case OpJoin:
+		if err := validateAttrs(cmd.Attrs); err != nil {
+			return err
+		}
+	case OpTransferHost:
+		if err := ValidateID(cmd.To); err != nil {
+			return fmt.Errorf("new host: %w", err)
+		}
+	case OpHeartbeat, OpDisconnect, OpExpireLease, OpLeave:
+	default:
+		return fmt.Errorf("%w: unknown operation %d", ErrInvalidCommand, cmd.Op)
+	}
+	if err := ValidateID(cmd.Player); err != nil {
+		return fmt.Errorf("player: %w", err)
+	}
+	return nil
+}
+
+// refusable reports whether cmd can be refused after the catch-up.
+func (m *Machine) refusable(cmd Command) bool {
+	return cmd.Op == OpTransferHost || (cmd.Op == OpJoin && m.p.MaxMembers > 0)
+}
+
+// step is the bookkeeping of one Apply call.
+type step struct {
+	m *Machine
+	s *State
+	r *Result
+}
+
+func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
+	var r Result
+	st := step{m: m, s: s, r: &r}
+	if cmd.Op == OpExpireLease {
+		r.Outcome = classifyExpiry(s, cmd.Player, cmd.Gen, now)
+	}
+	last, caughtUp := st.catchUp(now)
+
+	var changed bool
+	var err error
+	switch cmd.Op {
+	case OpJoin:
+		changed, err = st.join(cmd, now)
+	case OpHeartbeat:
+		changed = st.heartbeat(cmd, now)
+	case OpDisconnect:
+		changed = st.disconnect(cmd, now)
+	case OpLeave:
+		changed = st.leave(cmd, now)
+	case OpTransferHost:
+		changed, err = st.transferHost(cmd, now)
+	case OpExpireLease:
+		// The catch-up did all there was to do.
+	case OpTick:
+		r.Outcome = OutcomeNoop
+		if caughtUp {
+			r.Outcome = OutcomeApplied
+		}
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	switch {
+	case changed:
+		s.Updated = now
+	case caughtUp:
+		s.Updated = last
+	}
+	r.Changed = changed || caughtUp
+	return r, nil
+}
+
+// classifyExpiry judges, before the catch-up, what ExpireLease(player, gen)
+// will find: the named deadline is due now (the catch-up will apply it),
+// still in the future, or not pending at all.
+func classifyExpiry(s *State, player string, gen uint64, now time.Time) Outcome {
+	mem := s.Member(player)
+	if mem == nil {
+		return OutcomeStale
+	}
+	var d time.Time
+	if i := mem.connIndex(gen); i >= 0 {
+		d = mem.Conns[i].Deadline
+	} else if len(mem.Conns) == 0 && mem.LastGen == gen {
+		d = mem.ReconnectBy
+	}
+	switch {
+	case d.IsZero():
+		return OutcomeStale
+	case d.After(now):
+		return OutcomeNotDue
+	}
+	return OutcomeDone
+}
+
+// catchUp applies every deadline at or before now, in order. It returns the
+// last deadline applied and whether it applied any.
+func (st *step) catchUp(now time.Time) (last time.Time, any bool) {
+	s := st.s
+	for {
+		mi, ci, d := st.earliest()
+		if mi < 0 || d.After(now) {
+			return last, any
+		}
+		last, any = d, true
+		mem := &s.Members[mi]
+		if ci >= 0 {
+			st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: mem.Conns[ci].Gen, Cause: EndTimedOut, At: d})
+			mem.Conns = slices.Delete(mem.Conns, ci, ci+1)
+			if len(mem.Conns) == 0 {
+				mem.ReconnectBy = st.m.p.ReconnectDeadline(d)
+				st.emit(ReasonTimedOut, mem.Player, d, s.Host)
+			}
+			continue
+		}
+		st.remove(mi, ReasonLeaseExpired, d)
+	}
+}
+
+// earliest finds the first pending deadline in (deadline, join sequence,
+// player, generation) order: members are kept in join-sequence order and
+// connections in generation order, so the first minimum met while scanning
+// is the one. ci is -1 for a reconnect deadline; mi is -1 if none is pending.
+func (st *step) earliest() (mi, ci int, d time.Time) {
+	mi, ci = -1, -1
+	for i := range st.s.Members {
+		mem := &st.s.Members[i]
+		if !mem.ReconnectBy.IsZero() && (mi < 0 || mem.ReconnectBy.Before(d)) {
+			mi, ci, d = i, -1, mem.ReconnectBy
+		}
+		for j, c := range mem.Conns {
+			if !c.Deadline.IsZero() && (mi < 0 || c.Deadline.Before(d)) {
+				mi, ci, d = i, j, c.Deadline
+			}
+		}
+	}
+	return mi, ci, d
+}
+
+// remove takes member i out of the lobby at time t, ends its connections,
+// fills the host seat if it held it, and emits the change.
+func (st *step) remove(i int, reason Reason, t time.Time) {
+	s := st.s
+	mem := &s.Members[i]
+	player := mem.Player
+	for _, c := range mem.Conns {
+		st.r.Ended = append(st.r.Ended, Ended{Player: player, Gen: c.Gen, Cause: EndLeft, At: t})
+	}
+	s.Members = slices.Delete(s.Members, i, i+1)
+	prev := s.Host
+	if s.Host == player {
+		s.Host = ""
+		st.fillHost(t)
+	}
+	st.emit(reason, player, t, prev)
+}
+
+// fillHost gives an empty host seat to the successor eligible at t, if any.
+func (st *step) fillHost(t time.Time) {
+	s, rule := st.s, st.m.p.Succession
+	best := -1
+	for i := range s.Members {
+		mem := &s.Members[i]
+		if !mem.liveAt(t) || !rule.IsEligible(mem.candidate()) {
+			continue
+		}
+		if best < 0 || rule.Less(mem.candidate(), s.Members[best].candidate()) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		s.Host = s.Members[best].Player
+	}
+}
+
+// eligible reports whether mem may host at t.
+func (st *step) eligible(mem *Member, t time.Time) bool {
+	return mem.liveAt(t) && st.m.p.Succession.IsEligible(mem.candidate())
+}
+
+// emit records one visible change: the next revision and its event.
+func (st *step) emit(reason Reason, subject string, at time.Time, prevHost string) {
+	s := st.s
+	s.Revision++
+	st.r.Events = append(st.r.Events, Event{
+		Lobby:    s.ID,
+		Revision: s.Revision,
+		Host:     s.Host,
+		PrevHost: prevHost,
+		Members:  s.View(),
+		Reason:   reason,
+		Subject:  subject,
+		At:       at,
+	})
+}
+
+func (st *step) newGen() uint64 {
+	g := st.s.NextGen
+	st.s.NextGen++
+	return g
+}
+
+func (st *step) join(cmd Command, now time.Time) (bool, error) {
+	s, p := st.s, st.m.p
+	conn := Conn{Deadline: p.HeartbeatDeadline(now)}
+	prev := s.Host
+	i := s.memberIndex(cmd.Player)
+	if i < 0 {
+		if p.MaxMembers > 0 && len(s.Members) >= p.MaxMembers {
+			return false, fmt.Errorf("%w: %d members", ErrLobbyFull, len(s.Members))
+		}
+		conn.Gen = st.newGen()
+		s.Members = append(s.Members, Member{
+			Player:  cmd.Player,
+			JoinSeq: s.NextJoinSeq,
+			Attrs:   maps.Clone(cmd.Attrs),
+			Conns:   []Conn{conn},
+			LastGen: conn.Gen,
+		})
+		s.NextJoinSeq++
+		i = len(s.Members) - 1
+		if s.Host == "" {
+			st.fillHost(now)
+		}
+		st.emit(ReasonJoined, cmd.Player, now, prev)
+	} else {
+		mem := &s.Members[i]
+		conn.Gen = st.newGen()
+		if cmd.Attrs != nil {
+			mem.Attrs = maps.Clone(cmd.Attrs)
+		}
+		reconnecting := len(mem.Conns) == 0
+		if n := p.MaxConnectionsPerPlayer; n > 0 && len(mem.Conns) >= n {
+			drop := len(mem.Conns) - n + 1
+			for _, c := range mem.Conns[:drop] {
+				st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: c.Gen, Cause: EndSuperseded, At: now})
+			}
+			mem.Conns = slices.Delete(mem.Conns, 0, drop)
+		}
+		mem.Conns = append(mem.Conns, conn)
+		mem.LastGen = conn.Gen
+		mem.ReconnectBy = time.Time{}
+		if s.Host == "" {
+			st.fillHost(now)
+		}
+		switch {
+		case reconnecting:
+			st.emit(ReasonReconnected, cmd.Player, now, prev)
+		case s.Host != prev:
+			// A further tab whose new attributes made its member eligible
+			// for the empty seat.
+			st.emit(ReasonJoined, cmd.Player, now, prev)
+		}
+	}
+	st.r.Outcome = OutcomeApplied
+	st.r.Gen = conn.Gen
+	st.r.JoinSeq = s.Members[i].JoinSeq
+	return true, nil
+}
+
+func (st *step) heartbeat(cmd Command, now time.Time) bool {
+	st.r.Outcome = OutcomeStale
+	mem := st.s.Member(cmd.Player)
+	if mem == nil {
+		return false
+	}
+	i := mem.connIndex(cmd.Gen)
+	if i < 0 {
+		return false
+	}
+	st.r.Outcome = OutcomeApplied
+	d := st.m.p.HeartbeatDeadline(now)
+	if mem.Conns[i].Deadline.Equal(d) {
+		return false
+	}
+	mem.Conns[i].Deadline = d
+	return true
+}
+
+func (st *step) disconnect(cmd Command, now time.Time) bool {
+	st.r.Outcome = OutcomeStale
+	mem := st.s.Member(cmd.Player)
+	if mem == nil {
+		return false
+	}
+	i := mem.connIndex(cmd.Gen)
+	if i < 0 {
+		return false
+	}
+	st.r.Outcome = OutcomeApplied
+	st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: cmd.Gen, Cause: EndClosed, At: now})
+	mem.Conns = slices.Delete(mem.Conns, i, i+1)
+	if len(mem.Conns) == 0 {
+		mem.ReconnectBy = st.m.p.ReconnectDeadline(now)
+		st.emit(ReasonDisconnected, mem.Player, now, st.s.Host)
+	}
+	return true
+}
+
+func (st *step) leave(cmd Command, now time.Time) bool {
+	i := st.s.memberIndex(cmd.Player)
+	if i < 0 {
+		st.r.Outcome = OutcomeNoop
+		return false
+	}
+	st.r.Outcome = OutcomeApplied
+	st.remove(i, ReasonLeft, now)
+	return true
+}
+
+func (st *step) transferHost(cmd Command, now time.Time) (bool, error) {
+	s := st.s
+	if s.Host == "" || s.Host != cmd.Player {
+		return false, fmt.Errorf("%w: %q does not host lobby %q", ErrNotHost, cmd.Player, s.ID)
+	}
+	to := s.Member(cmd.To)
+	if to == nil {
+		return false, fmt.Errorf("%w: %q in lobby %q", ErrNotMember, cmd.To, s.ID)
+	}
+	if !st.eligible(to, now) {
+		return false, fmt.Errorf("%w: %q in lobby %q", ErrNotEligible, cmd.To, s.ID)
+	}
+	if cmd.To == cmd.Player {
+		st.r.Outcome = OutcomeNoop
+		return false, nil
+	}
+	prev := s.Host
+	s.Host = cmd.To
+	st.r.Outcome = OutcomeApplied
+	st.emit(ReasonHostTransferred, cmd.To, now, prev)
+	return true, nil
+}

@@ -1,0 +1,632 @@
+package lobby
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lobbyhost/lobbyhost/succession"
+)
+
+const (
+	grace = 8 * time.Second
+	ttl   = 15 * time.Second
+)
+
+// fourPlayers: p-17 (host), p-23, p-41, p-62 joined in that order, one
+// second apart, each with one connection. Heartbeat deadlines are disabled
+// so the scenarios below only see the deadlines they create.
+func fourPlayers(t *testing.T) (*lobbyRun, map[string]uint64) {
+	p := testPolicy()
+	p.HeartbeatTTL = 0
+	r := newRun(t, p)
+	gens := map[string]uint64{}
+	for i, id := range []string{"p-17", "p-23", "p-41", "p-62"} {
+		r.at(time.Duration(i) * time.Second)
+		gens[id] = r.join(id)
+	}
+	r.wantHost("p-17")
+	r.wantRevision(4)
+	return r, gens
+}
+
+func TestFirstJoinStartsAtOne(t *testing.T) {
+	r := newRun(t, testPolicy())
+	res := r.do(Join("p-1", nil))
+	if res.Gen != 1 || res.JoinSeq != 1 || r.s.Revision != 1 {
+		t.Fatalf("first join: gen %d, join seq %d, revision %d; want 1, 1, 1", res.Gen, res.JoinSeq, r.s.Revision)
+	}
+	want := Event{
+		Lobby: "lobby-1", Revision: 1, Host: "p-1", PrevHost: "",
+		Members: []MemberView{{Player: "p-1", JoinSeq: 1, Status: StatusOnline}},
+		Reason:  ReasonJoined, Subject: "p-1", At: t0,
+	}
+	if diff := cmp.Diff(want, r.lastEvent()); diff != "" {
+		t.Errorf("event (-want +got):\n%s", diff)
+	}
+}
+
+func TestHostLeaseExpiryPromotesLowestJoinSequence(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-17", gens["p-17"]))
+	r.wantHost("p-17") // the host keeps the role through its grace
+	r.wantStatus("p-17", StatusReconnecting)
+	r.wantRevision(5)
+
+	r.advance(grace)
+	res := r.do(ExpireLease("p-17", gens["p-17"], r.now))
+	if res.Outcome != OutcomeDone {
+		t.Fatalf("ExpireLease = %v, want done", res.Outcome)
+	}
+	r.wantHost("p-23")
+	r.wantRevision(6)
+	e := r.lastEvent()
+	if e.Reason != ReasonLeaseExpired || e.Subject != "p-17" || e.PrevHost != "p-17" || e.Host != "p-23" {
+		t.Errorf("event = %+v, want lease_expired of p-17 moving host p-17 → p-23", e)
+	}
+	if !e.At.Equal(t0.Add(10*time.Second + grace)) {
+		t.Errorf("event time %v, want the deadline", e.At)
+	}
+}
+
+func TestStaleCloseAfterReconnectChangesNothing(t *testing.T) {
+	// The old socket died unnoticed; the player reconnects on a new socket
+	// before the old socket's close is processed.
+	t.Run("old generation still live", func(t *testing.T) {
+		r, gens := fourPlayers(t)
+		r.at(10 * time.Second)
+		newGen := r.join("p-17")
+		if newGen <= gens["p-17"] {
+			t.Fatalf("new generation %d not above old %d", newGen, gens["p-17"])
+		}
+		res := r.do(Disconnect("p-17", gens["p-17"]))
+		// The old generation ends, but nothing visible happens: no
+		// revision, no grace, the host stays.
+		if len(res.Events) != 0 {
+			t.Fatalf("old close produced events %+v", res.Events)
+		}
+		r.wantRevision(4)
+		r.wantStatus("p-17", StatusOnline)
+		r.wantHost("p-17")
+		if m := r.member("p-17"); !m.ReconnectBy.IsZero() || len(m.Conns) != 1 || m.Conns[0].Gen != newGen {
+			t.Fatalf("member after the old close: %+v", m)
+		}
+	})
+	t.Run("old generation superseded", func(t *testing.T) {
+		p := testPolicy()
+		p.HeartbeatTTL = 0
+		p.MaxConnectionsPerPlayer = 1
+		r := newRun(t, p)
+		old := r.join("p-17")
+		r.join("p-23")
+		r.advance(time.Second)
+		r.join("p-17")
+		before := r.s.Clone()
+		res := r.do(Disconnect("p-17", old))
+		if res.Outcome != OutcomeStale || res.Changed || len(res.Events) != 0 {
+			t.Fatalf("old close: %+v, want a stale no-op", res)
+		}
+		if diff := cmp.Diff(before, r.s, cmpState); diff != "" {
+			t.Fatalf("old close changed the state (-want +got):\n%s", diff)
+		}
+	})
+}
+
+func TestExpiringNonHostKeepsHost(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-41", gens["p-41"]))
+	r.advance(grace)
+	r.do(ExpireLease("p-41", gens["p-41"], r.now))
+	r.wantHost("p-17")
+	if r.member("p-41") != nil {
+		t.Fatal("p-41 still a member after its lease expired")
+	}
+	if e := r.lastEvent(); e.Host != "p-17" || e.PrevHost != "p-17" {
+		t.Errorf("event moved the host: %+v", e)
+	}
+}
+
+func TestExpiringEveryoneLeavesNoHost(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	for _, id := range []string{"p-17", "p-23", "p-41", "p-62"} {
+		r.do(Disconnect(id, gens[id]))
+	}
+	r.advance(grace)
+	r.do(Tick())
+	r.wantHost("")
+	if len(r.s.Members) != 0 {
+		t.Fatalf("members left: %+v", r.s.Members)
+	}
+	if e := r.lastEvent(); e.Host != "" || len(e.Members) != 0 {
+		t.Errorf("last event %+v, want no host and no members", e)
+	}
+	// Counters survive the lobby emptying.
+	if r.s.NextJoinSeq != 5 || r.s.NextGen != 5 || r.s.Revision != 12 {
+		t.Errorf("counters: next join seq %d, next gen %d, revision %d; want 5, 5, 12", r.s.NextJoinSeq, r.s.NextGen, r.s.Revision)
+	}
+}
+
+func TestReplayedExpiryChangesNothing(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-17", gens["p-17"]))
+	r.advance(grace)
+	r.do(ExpireLease("p-17", gens["p-17"], r.now))
+	after := r.s.Clone()
+	res := r.do(ExpireLease("p-17", gens["p-17"], r.now))
+	if res.Outcome != OutcomeStale || res.Changed || len(res.Events) != 0 {
+		t.Fatalf("replayed expiry: %+v, want stale, unchanged", res)
+	}
+	if diff := cmp.Diff(after, r.s, cmpState); diff != "" {
+		t.Fatalf("replay changed the state (-want +got):\n%s", diff)
+	}
+}
+
+func TestHostReconnectsJustInsideGrace(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-17", gens["p-17"]))
+	r.advance(grace - time.Millisecond)
+	g2 := r.join("p-17")
+	r.wantHost("p-17")
+	r.wantStatus("p-17", StatusOnline)
+	if e := r.lastEvent(); e.Reason != ReasonReconnected {
+		t.Fatalf("event %v, want reconnected", e.Reason)
+	}
+	if m := r.member("p-17"); m.JoinSeq != 1 {
+		t.Fatalf("join sequence %d after reconnect, want 1 (kept)", m.JoinSeq)
+	}
+	// The old deadline is cancelled: nothing happens when it would have.
+	r.advance(time.Millisecond)
+	if res := r.do(Tick()); res.Changed {
+		t.Fatalf("tick at the cancelled deadline changed the state: %+v", res)
+	}
+	// Dropping again starts a fresh grace; at its deadline the successor
+	// takes over.
+	r.advance(time.Second)
+	r.do(Disconnect("p-17", g2))
+	r.advance(grace - time.Nanosecond)
+	r.do(Tick())
+	r.wantHost("p-17")
+	r.advance(time.Nanosecond)
+	r.do(Tick())
+	r.wantHost("p-23")
+}
+
+func TestClosingOneOfTwoTabsStartsNoLease(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	tab2 := r.join("p-23")
+	r.wantRevision(4) // a second tab is invisible
+	res := r.do(Disconnect("p-23", gens["p-23"]))
+	if !res.Changed || len(res.Events) != 0 {
+		t.Fatalf("closing one tab: %+v, want an invisible change", res)
+	}
+	r.wantStatus("p-23", StatusOnline)
+	if m := r.member("p-23"); !m.ReconnectBy.IsZero() {
+		t.Fatalf("reconnect deadline %v started with a tab still open", m.ReconnectBy)
+	}
+	r.do(Disconnect("p-23", tab2))
+	r.wantStatus("p-23", StatusReconnecting)
+	r.wantRevision(5)
+}
+
+func TestHeartbeatDeadlineEndsGenerationAtDeadline(t *testing.T) {
+	r := newRun(t, testPolicy())
+	g := r.join("p-1")
+	r.join("p-2")
+	r.advance(10 * time.Second)
+	if res := r.do(Heartbeat("p-1", g)); res.Outcome != OutcomeApplied || !res.Changed || len(res.Events) != 0 {
+		t.Fatalf("heartbeat: %+v, want applied, invisible", res)
+	}
+	rev := r.s.Revision
+	// p-1's deadline is now t0+25s. A heartbeat exactly at the deadline is
+	// stale: the generation ended at that instant.
+	r.at(25 * time.Second)
+	res := r.do(Heartbeat("p-1", g))
+	if res.Outcome != OutcomeStale {
+		t.Fatalf("heartbeat at the deadline: %v, want stale", res.Outcome)
+	}
+	r.wantStatus("p-1", StatusReconnecting)
+	// p-2 timed out at 15s and its grace ran out at 23s; p-1 timed out at
+	// 25s and stays host through its own grace.
+	got := r.reasonsSince(len(r.events) - 3)
+	if diff := cmp.Diff([]string{"timed_out:p-2", "lease_expired:p-2", "timed_out:p-1"}, got); diff != "" {
+		t.Fatalf("catch-up events (-want +got):\n%s", diff)
+	}
+	r.wantRevision(rev + 3)
+	r.wantHost("p-1")
+	if e := r.lastEvent(); !e.At.Equal(t0.Add(25 * time.Second)) {
+		t.Errorf("timed_out stamped %v, want its deadline", e.At)
+	}
+	if len(res.Ended) != 2 || res.Ended[0].Cause != EndTimedOut || res.Ended[1].Cause != EndTimedOut {
+		t.Errorf("Ended = %+v, want both generations timed out", res.Ended)
+	}
+}
+
+func TestJoinAfterReconnectDeadlineIsFresh(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-23", gens["p-23"]))
+	r.advance(grace) // exactly at the deadline: it has passed
+	from := len(r.events)
+	res := r.do(Join("p-23", nil))
+	if res.JoinSeq != 5 {
+		t.Fatalf("join seq %d, want a fresh 5", res.JoinSeq)
+	}
+	if diff := cmp.Diff([]string{"lease_expired:p-23", "joined:p-23"}, r.reasonsSince(from)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestSameInstantDeadlineMakesMemberIneligible(t *testing.T) {
+	// p-1 hosts; p-2 and p-3 are online. p-1's reconnect deadline and p-2's
+	// heartbeat deadline fall on the same instant. p-2 is not eligible at
+	// that instant, so p-3 succeeds even though p-2 joined earlier.
+	p := testPolicy()
+	p.HeartbeatTTL = 10 * time.Second
+	p.Grace = 5 * time.Second
+	r := newRun(t, p)
+	g1 := r.join("p-1")
+	r.join("p-2") // deadline t0+10s
+	r.at(4 * time.Second)
+	g3 := r.join("p-3") // deadline t0+14s
+	r.at(5 * time.Second)
+	r.do(Disconnect("p-1", g1)) // reconnect deadline t0+10s
+	r.at(9 * time.Second)
+	r.do(Heartbeat("p-3", g3))
+	r.at(10 * time.Second)
+	from := len(r.events)
+	r.do(Tick())
+	r.wantHost("p-3")
+	// Order: same deadline, then join sequence: p-1's expiry (seq 1) before
+	// p-2's timeout (seq 2).
+	if diff := cmp.Diff([]string{"lease_expired:p-1", "timed_out:p-2"}, r.reasonsSince(from)); diff != "" {
+		t.Fatalf("events (-want +got):\n%s", diff)
+	}
+}
+
+func TestNoEligibleMemberMeansEmptyHostUntilOneReturns(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-23", gens["p-23"]))
+	r.do(Disconnect("p-41", gens["p-41"]))
+	r.do(Disconnect("p-62", gens["p-62"]))
+	r.advance(time.Second)
+	r.do(Disconnect("p-17", gens["p-17"]))
+	r.advance(grace) // p-23, p-41, p-62 expire first, then p-17
+	r.do(Tick())
+	r.wantHost("")
+	r.join("p-9")
+	r.wantHost("p-9")
+	if e := r.lastEvent(); e.Reason != ReasonJoined || e.PrevHost != "" || e.Host != "p-9" {
+		t.Fatalf("event %+v, want p-9 joining into the empty seat", e)
+	}
+}
+
+func TestReconnectFillsEmptySeat(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	for _, id := range []string{"p-23", "p-41", "p-62"} {
+		r.do(Disconnect(id, gens[id]))
+	}
+	r.at(12 * time.Second)
+	r.do(Disconnect("p-17", gens["p-17"])) // p-17 expires at 20s, the rest at 18s
+	r.at(19 * time.Second)
+	r.join("p-41") // too late: fresh member, seat still held by p-17
+	r.wantHost("p-17")
+	r.at(20 * time.Second)
+	r.do(Tick())
+	r.wantHost("p-41")
+}
+
+func TestTransferHostChecksInOrder(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-62", gens["p-62"]))
+	tests := []struct {
+		name        string
+		actor, to   string
+		wantErr     error
+		wantOutcome Outcome
+	}{
+		{"non-host actor", "p-23", "p-41", ErrNotHost, 0},
+		{"non-host actor naming a stranger", "p-23", "nobody", ErrNotHost, 0},
+		{"stranger", "p-17", "nobody", ErrNotMember, 0},
+		{"reconnecting target", "p-17", "p-62", ErrNotEligible, 0},
+		{"self", "p-17", "p-17", nil, OutcomeNoop},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := r.try(TransferHost(tt.actor, tt.to))
+			if !errors.Is(err, tt.wantErr) || (err == nil && res.Outcome != tt.wantOutcome) {
+				t.Fatalf("TransferHost(%s→%s) = %v, %v; want %v, %v", tt.actor, tt.to, res.Outcome, err, tt.wantOutcome, tt.wantErr)
+			}
+			r.wantHost("p-17")
+		})
+	}
+	res := r.do(TransferHost("p-17", "p-41"))
+	r.wantHost("p-41")
+	if e := res.Events[0]; e.Reason != ReasonHostTransferred || e.Subject != "p-41" || e.PrevHost != "p-17" {
+		t.Fatalf("event %+v, want host_transferred to p-41", e)
+	}
+	// A host in its grace may still transfer.
+	r.do(Disconnect("p-41", gens["p-41"]))
+	r.do(TransferHost("p-41", "p-23"))
+	r.wantHost("p-23")
+}
+
+func TestTransferHostByHostRemovedInCatchUp(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-17", gens["p-17"]))
+	before := r.s.Clone()
+	r.advance(grace)
+	if _, err := r.try(TransferHost("p-17", "p-41")); !errors.Is(err, ErrNotHost) {
+		t.Fatalf("transfer by a host whose grace ran out: %v, want ErrNotHost", err)
+	}
+	// Refused: not even the catch-up is committed.
+	if diff := cmp.Diff(before, r.s, cmpState); diff != "" {
+		t.Fatalf("refused command changed the state (-want +got):\n%s", diff)
+	}
+}
+
+func TestLobbyFullCountsReconnectingMembers(t *testing.T) {
+	p := testPolicy()
+	p.MaxMembers = 2
+	r := newRun(t, p)
+	r.join("a")
+	gb := r.join("b")
+	r.do(Disconnect("b", gb))
+	if _, err := r.try(Join("c", nil)); !errors.Is(err, ErrLobbyFull) {
+		t.Fatalf("join into a full lobby: %v, want ErrLobbyFull", err)
+	}
+	r.join("b") // members coming back are never refused
+	r.join("a") // nor are further tabs
+	r.advance(time.Second)
+	r.do(Leave("b"))
+	r.join("c")
+}
+
+func TestLobbyFullRefusalCommitsNoCatchUp(t *testing.T) {
+	p := testPolicy()
+	p.MaxMembers = 2
+	r := newRun(t, p)
+	r.join("a") // heartbeat deadline 15s
+	gb := r.join("b")
+	r.at(10 * time.Second)
+	r.do(Disconnect("b", gb)) // reconnecting until 18s
+	// At 16s a's heartbeat deadline is due; both members are reconnecting
+	// and count toward the cap.
+	r.at(16 * time.Second)
+	before := r.s.Clone()
+	if _, err := r.try(Join("c", nil)); !errors.Is(err, ErrLobbyFull) {
+		t.Fatalf("got %v, want ErrLobbyFull", err)
+	}
+	if diff := cmp.Diff(before, r.s, cmpState); diff != "" {
+		t.Fatalf("refused join committed its catch-up (-want +got):\n%s", diff)
+	}
+	// Once b's grace is over there is room.
+	r.at(18 * time.Second)
+	r.join("c")
+}
+
+func TestMaxConnectionsSupersedesOldest(t *testing.T) {
+	p := testPolicy()
+	p.MaxConnectionsPerPlayer = 2
+	r := newRun(t, p)
+	g1 := r.join("a")
+	g2 := r.join("a")
+	rev := r.s.Revision
+	res := r.do(Join("a", nil))
+	if diff := cmp.Diff([]Ended{{Player: "a", Gen: g1, Cause: EndSuperseded, At: r.now}}, res.Ended); diff != "" {
+		t.Fatalf("Ended (-want +got):\n%s", diff)
+	}
+	r.wantRevision(rev)
+	if res := r.do(Heartbeat("a", g1)); res.Outcome != OutcomeStale {
+		t.Fatalf("heartbeat on superseded generation: %v, want stale", res.Outcome)
+	}
+	if res := r.do(Heartbeat("a", g2)); res.Outcome != OutcomeApplied {
+		t.Fatalf("heartbeat on kept generation: %v, want applied", res.Outcome)
+	}
+	if got := len(r.member("a").Conns); got != 2 {
+		t.Fatalf("%d live connections, want 2", got)
+	}
+}
+
+func TestLeave(t *testing.T) {
+	r, _ := fourPlayers(t)
+	r.join("p-17") // a second tab goes with it
+	res := r.do(Leave("p-17"))
+	r.wantHost("p-23")
+	if len(res.Ended) != 2 {
+		t.Fatalf("Ended %+v, want both tabs", res.Ended)
+	}
+	if e := r.lastEvent(); e.Reason != ReasonLeft || e.PrevHost != "p-17" {
+		t.Fatalf("event %+v, want left", e)
+	}
+	if res := r.do(Leave("p-17")); res.Outcome != OutcomeNoop || res.Changed {
+		t.Fatalf("second leave: %+v, want a no-op", res)
+	}
+}
+
+func TestExpireLeaseOutcomes(t *testing.T) {
+	r := newRun(t, testPolicy())
+	g := r.join("a")
+	r.join("b")
+	if got := r.do(ExpireLease("a", g, r.now)).Outcome; got != OutcomeNotDue {
+		t.Errorf("live generation: %v, want not_due", got)
+	}
+	if got := r.do(ExpireLease("a", 99, r.now)).Outcome; got != OutcomeStale {
+		t.Errorf("never-issued generation: %v, want stale", got)
+	}
+	if got := r.do(ExpireLease("nobody", g, r.now)).Outcome; got != OutcomeStale {
+		t.Errorf("non-member: %v, want stale", got)
+	}
+	r.advance(ttl)
+	res := r.do(ExpireLease("a", g, r.now.Add(time.Hour)))
+	if res.Outcome != OutcomeDone {
+		t.Errorf("due heartbeat deadline: %v, want done", res.Outcome)
+	}
+	if got := r.do(ExpireLease("a", g, r.now)).Outcome; got != OutcomeNotDue {
+		t.Errorf("reconnect deadline named by the last generation: %v, want not_due", got)
+	}
+	r.advance(grace)
+	if got := r.do(ExpireLease("a", g, r.now)).Outcome; got != OutcomeDone {
+		t.Errorf("due reconnect deadline: %v, want done", got)
+	}
+	if got := r.do(ExpireLease("a", g, r.now)).Outcome; got != OutcomeStale {
+		t.Errorf("replay: %v, want stale", got)
+	}
+}
+
+func TestSkewedClockNeverRunsBackward(t *testing.T) {
+	r := newRun(t, testPolicy())
+	r.at(10 * time.Second)
+	g := r.join("a")
+	r.at(5 * time.Second) // another process's clock is behind
+	r.do(Disconnect("a", g))
+	m := r.member("a")
+	if want := t0.Add(10*time.Second + grace); !m.ReconnectBy.Equal(want) {
+		t.Fatalf("reconnect deadline %v, want %v (the close applied at the last transition time)", m.ReconnectBy, want)
+	}
+	if e := r.lastEvent(); !e.At.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("event at %v, want the last transition time", e.At)
+	}
+}
+
+func TestPolicyChangeDoesNotRewriteDeadlines(t *testing.T) {
+	r := newRun(t, testPolicy())
+	g := r.join("a")
+	r.join("b")
+	p := testPolicy()
+	p.HeartbeatTTL = time.Minute
+	m2, err := NewMachine(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.m = m2
+	r.advance(time.Second)
+	r.join("c")
+	if d := r.member("a").Conns[0].Deadline; !d.Equal(t0.Add(ttl)) {
+		t.Fatalf("a's stored deadline rewritten to %v", d)
+	}
+	if d := r.member("c").Conns[0].Deadline; !d.Equal(r.now.Add(time.Minute)) {
+		t.Fatalf("c's new deadline %v, want the new TTL", d)
+	}
+	r.do(Heartbeat("a", g))
+	if d := r.member("a").Conns[0].Deadline; !d.Equal(r.now.Add(time.Minute)) {
+		t.Fatalf("a's deadline after a heartbeat %v, want the new TTL", d)
+	}
+}
+
+func TestEligibilityRule(t *testing.T) {
+	p := testPolicy()
+	p.Succession.Eligible = func(c succession.Candidate) bool { return c.Attrs["role"] != "spectator" }
+	r := newRun(t, p)
+	spect := map[string]string{"role": "spectator"}
+	g := r.do(Join("s", spect)).Gen
+	r.wantHost("")
+	r.join("x")
+	r.wantHost("x")
+	r.do(Leave("x"))
+	r.wantHost("")
+	// A second tab that changes the attributes fills the empty seat.
+	r.do(Join("s", map[string]string{"role": "player"}))
+	r.wantHost("s")
+	if e := r.lastEvent(); e.Reason != ReasonJoined || e.Host != "s" {
+		t.Fatalf("event %+v, want the seat filled", e)
+	}
+	// Changing attributes never moves a current host.
+	r.join("y")
+	r.do(Join("s", spect))
+	r.wantHost("s")
+	r.do(Disconnect("s", g))
+	if _, err := r.try(TransferHost("s", "s")); !errors.Is(err, ErrNotEligible) {
+		t.Fatalf("transfer to an ineligible self: %v, want ErrNotEligible", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	r := newRun(t, testPolicy())
+	long := string(make([]byte, MaxIDLen+1))
+	tests := []struct {
+		name string
+		cmd  Command
+		now  time.Time
+		want error
+	}{
+		{"empty player", Join("", nil), t0, ErrInvalidID},
+		{"oversized player", Join(long, nil), t0, ErrInvalidID},
+		{"invalid UTF-8", Join("\xff\xfe", nil), t0, ErrInvalidID},
+		{"empty new host", TransferHost("a", ""), t0, ErrInvalidID},
+		{"too many attrs", Join("a", manyAttrs(MaxAttrs+1)), t0, ErrInvalidAttrs},
+		{"empty attr key", Join("a", map[string]string{"": "x"}), t0, ErrInvalidAttrs},
+		{"unknown op", Command{Op: 99, Player: "a"}, t0, ErrInvalidCommand},
+		{"zero op", Command{Player: "a"}, t0, ErrInvalidCommand},
+		{"zero time", Join("a", nil), time.Time{}, ErrInvalidTime},
+		{"far future", Join("a", nil), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), ErrInvalidTime},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := r.s.Clone()
+			_, err := r.m.Apply(r.s, tt.cmd, tt.now)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Apply = %v, want %v", err, tt.want)
+			}
+			if diff := cmp.Diff(before, r.s, cmpState); diff != "" {
+				t.Fatalf("bad input changed the state:\n%s", diff)
+			}
+		})
+	}
+	if _, err := NewMachine(Policy{}); !errors.Is(err, ErrInvalidPolicy) {
+		t.Errorf("NewMachine(zero policy) = %v, want ErrInvalidPolicy", err)
+	}
+	bad := DefaultPolicy()
+	bad.MaxMembers = -1
+	if _, err := NewMachine(bad); !errors.Is(err, ErrInvalidPolicy) {
+		t.Errorf("NewMachine(MaxMembers -1) = %v, want ErrInvalidPolicy", err)
+	}
+}
+
+func manyAttrs(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[string(rune('a'+i))] = "v"
+	}
+	return m
+}
+
+func TestApplyDoesNotRetainCallerAttrs(t *testing.T) {
+	r := newRun(t, testPolicy())
+	attrs := map[string]string{"role": "player"}
+	r.do(Join("a", attrs))
+	attrs["role"] = "changed"
+	if got := r.member("a").Attrs["role"]; got != "player" {
+		t.Fatalf("stored attribute changed with the caller's map: %q", got)
+	}
+}
+
+func TestReclaimFloorContinuesAbove(t *testing.T) {
+	r := newRun(t, testPolicy())
+	g := r.join("a")
+	r.join("b")
+	r.do(Leave("b"))
+	r.do(Disconnect("a", g))
+	floor := r.s.Floor()
+	s := NewState("lobby-1", floor)
+	m, _ := NewMachine(testPolicy())
+	res, err := m.Apply(s, Join("a", nil), r.now.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Gen <= g+1 || res.JoinSeq <= 2 || s.Revision <= r.s.Revision {
+		t.Fatalf("after reclaim: gen %d, join seq %d, revision %d; want all above gen %d, seq 2, revision %d",
+			res.Gen, res.JoinSeq, s.Revision, g+1, r.s.Revision)
+	}
+}

@@ -1,0 +1,191 @@
+package lobby
+
+import (
+	"maps"
+	"time"
+
+	"github.com/lobbyhost/lobbyhost/lease"
+	"github.com/lobbyhost/lobbyhost/succession"
+)
+
+// Status is a member's presence.
+type Status uint8
+
+const (
+	// StatusOnline: the member holds at least one live connection.
+	StatusOnline Status = iota + 1
+	// StatusReconnecting: the member holds no live connection and is listed
+	// until its reconnect deadline.
+	StatusReconnecting
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusOnline:
+		return "online"
+	case StatusReconnecting:
+		return "reconnecting"
+	}
+	return "unknown"
+}
+
+// Conn is one live connection generation.
+type Conn struct {
+	// Gen is the generation the lobby allocated when the connection joined.
+	Gen uint64
+	// Deadline is the heartbeat deadline: the connection ends at this
+	// moment unless a heartbeat pushes it later. Zero when heartbeat
+	// deadlines are disabled.
+	Deadline time.Time
+}
+
+// Member is one player in a lobby.
+type Member struct {
+	// Player is the player's ID.
+	Player string
+	// JoinSeq is assigned when the player enters the lobby and kept across
+	// reconnects while it stays a member. Lower joined earlier.
+	JoinSeq uint64
+	// Attrs are the attributes given at the last join that carried any.
+	Attrs map[string]string
+	// Conns are the live connections, oldest (lowest generation) first.
+	Conns []Conn
+	// LastGen is the most recently attached generation, live or not.
+	LastGen uint64
+	// ReconnectBy is the reconnect deadline while the member has no live
+	// connection; zero while it is online.
+	ReconnectBy time.Time
+}
+
+// Status reports whether m is online or reconnecting.
+func (m *Member) Status() Status {
+	if len(m.Conns) > 0 {
+		return StatusOnline
+	}
+	return StatusReconnecting
+}
+
+// liveAt reports whether m holds a connection that is live at t: one whose
+// heartbeat deadline, if any, has not passed at t.
+func (m *Member) liveAt(t time.Time) bool {
+	for _, c := range m.Conns {
+		if lease.Valid(c.Deadline, t) {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Member) connIndex(gen uint64) int {
+	for i := range m.Conns {
+		if m.Conns[i].Gen == gen {
+			return i
+		}
+	}
+	return -1
+}
+
+func (m *Member) candidate() succession.Candidate {
+	return succession.Candidate{Player: m.Player, JoinSeq: m.JoinSeq, Attrs: m.Attrs}
+}
+
+// State is one lobby. The zero State is not meaningful; use [NewState] or
+// [DecodeState].
+type State struct {
+	// ID is the lobby ID.
+	ID string
+	// Revision counts the changes clients can see.
+	Revision uint64
+	// NextJoinSeq and NextGen are the values the next new member and the
+	// next connection will get.
+	NextJoinSeq uint64
+	NextGen     uint64
+	// Host is the hosting member's player ID, or "" for no host.
+	Host string
+	// Members are ordered by join sequence.
+	Members []Member
+	// Updated is the time of the last transition that changed the state;
+	// zero for a lobby never written.
+	Updated time.Time
+}
+
+// NewState returns an empty lobby whose counters start above floor: revision
+// floor, first join sequence and generation floor+1. A lobby never seen
+// before has floor 0; a lobby created again after it was reclaimed passes
+// the floor its store kept, so no revision, join sequence or generation is
+// ever repeated for an ID.
+func NewState(id string, floor uint64) *State {
+	return &State{ID: id, Revision: floor, NextJoinSeq: floor + 1, NextGen: floor + 1}
+}
+
+// Floor is the value to keep when this lobby's record is deleted: it is at
+// least every revision, join sequence and generation it issued.
+func (s *State) Floor() uint64 {
+	return max(s.Revision, s.NextJoinSeq-1, s.NextGen-1)
+}
+
+// Member returns the member with the given player ID, or nil.
+func (s *State) Member(player string) *Member {
+	for i := range s.Members {
+		if s.Members[i].Player == player {
+			return &s.Members[i]
+		}
+	}
+	return nil
+}
+
+func (s *State) memberIndex(player string) int {
+	for i := range s.Members {
+		if s.Members[i].Player == player {
+			return i
+		}
+	}
+	return -1
+}
+
+// NextDeadline returns the earliest pending deadline (a connection's
+// heartbeat deadline or a member's reconnect deadline), or the zero time if
+// there is none. It is the moment the lobby next has work to do on its own.
+func (s *State) NextDeadline() time.Time {
+	var next time.Time
+	for i := range s.Members {
+		m := &s.Members[i]
+		if !m.ReconnectBy.IsZero() && (next.IsZero() || m.ReconnectBy.Before(next)) {
+			next = m.ReconnectBy
+		}
+		for _, c := range m.Conns {
+			if !c.Deadline.IsZero() && (next.IsZero() || c.Deadline.Before(next)) {
+				next = c.Deadline
+			}
+		}
+	}
+	return next
+}
+
+// View returns the member view clients see: every member in join-sequence
+// order with its status. The slice is new; the caller owns it.
+func (s *State) View() []MemberView {
+	if len(s.Members) == 0 {
+		return nil
+	}
+	v := make([]MemberView, len(s.Members))
+	for i := range s.Members {
+		m := &s.Members[i]
+		v[i] = MemberView{Player: m.Player, JoinSeq: m.JoinSeq, Status: m.Status()}
+	}
+	return v
+}
+
+// Clone returns a deep copy of s that shares nothing with it.
+func (s *State) Clone() *State {
+	c := *s
+	if s.Members != nil {
+		c.Members = make([]Member, len(s.Members))
+		for i, m := range s.Members {
+			m.Attrs = maps.Clone(m.Attrs)
+			m.Conns = append([]Conn(nil), m.Conns...)
+			c.Members[i] = m
+		}
+	}
+	return &c
+}
