@@ -81,9 +81,11 @@ func TestDecodeRejectsCorruption(t *testing.T) {
 		"trailing bytes":   append(append([]byte{}, good...), 0),
 		"host not member":  mutate(func(s *State) { s.Host = "ghost" }),
 		"duplicate player": mutate(func(s *State) { s.Members[1].Player = s.Members[0].Player }),
-		"seq out of order": mutate(func(s *State) { s.Members[0].JoinSeq, s.Members[1].JoinSeq = s.Members[1].JoinSeq, s.Members[0].JoinSeq }),
-		"seq not issued":   mutate(func(s *State) { s.Members[len(s.Members)-1].JoinSeq = s.NextJoinSeq }),
-		"gen not issued":   mutate(func(s *State) { s.NextGen = 1 }),
+		"seq out of order": mutate(func(s *State) {
+			s.Members[0].JoinSeq, s.Members[1].JoinSeq = s.Members[1].JoinSeq, s.Members[0].JoinSeq
+		}),
+		"seq not issued": mutate(func(s *State) { s.Members[len(s.Members)-1].JoinSeq = s.NextJoinSeq }),
+		"gen not issued": mutate(func(s *State) { s.NextGen = 1 }),
 		"duplicate gen": mutate(func(s *State) {
 			s.Members[2].Conns[0].Gen = s.Members[0].Conns[0].Gen
 		}),
