@@ -1,0 +1,13 @@
+module github.com/lobbyhost/lobbyhost/store/redisstore
+
+go 1.25.0
+
+require (
+	github.com/google/go-cmp v0.7.0
+	github.com/lobbyhost/lobbyhost v0.0.0
+	github.com/redis/rueidis v1.0.79
+)
+
+require golang.org/x/sys v0.47.0 // indirect
+
+replace github.com/lobbyhost/lobbyhost => ../..

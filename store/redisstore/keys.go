@@ -1,0 +1,120 @@
+package redisstore
+
+import (
+	"encoding/hex"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// This file holds the key layout and the encodings the scripts rely on.
+//
+// With prefix P and N shards, lobby ID L lives in shard k = fnv1a32(L) mod N,
+// and shard k owns these keys, all sharing the hash tag {P:k} so that a
+// Redis Cluster puts them in one slot:
+//
+//	{P:k}:r:L   hash: v (version or floor), d (data, absent in a tombstone),
+//	            t (deadline key, absent when none), c (claimed-until key)
+//	{P:k}:due   sorted set, every score 0, members deadlineKey+L, so that
+//	            byte order of members is (deadline, ID) order
+//	{P:k}:out   stream, the outbox: one entry per event, fields l, s, d
+//	{P:k}:ix    hash from "seq:L" to the outbox entry IDs of that event
+//
+// Writes also publish on the channel {P}:notify (not a key).
+
+// deadlineKeyLen is the length of a deadline key: 16 hex digits of the Unix
+// seconds with the sign bit flipped, then 8 hex digits of the nanoseconds.
+const deadlineKeyLen = 24
+
+// deadlineKey encodes t as a fixed-width string whose byte order is the
+// order of instants. It is exact to the nanosecond for every time.Time whose
+// Unix seconds fit an int64, which is all of them in practice; location and
+// monotonic reading are dropped.
+func deadlineKey(t time.Time) string {
+	return appendDeadlineKey(make([]byte, 0, deadlineKeyLen), t.Unix(), int64(t.Nanosecond()))
+}
+
+func appendDeadlineKey(b []byte, sec, nsec int64) string {
+	var raw [12]byte
+	u := uint64(sec) ^ (1 << 63)
+	for i := 7; i >= 0; i-- {
+		raw[i] = byte(u)
+		u >>= 8
+	}
+	n := uint32(nsec)
+	raw[8], raw[9], raw[10], raw[11] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	b = hex.AppendEncode(b, raw[:])
+	return string(b)
+}
+
+// afterKey returns the smallest deadline key that sorts after every member
+// whose deadline is at or before t, for use as an exclusive upper bound, and
+// false if no such key exists (t is the last representable instant).
+func afterKey(t time.Time) (string, bool) {
+	sec, nsec := t.Unix(), int64(t.Nanosecond())+1
+	if nsec == 1e9 {
+		if sec == math.MaxInt64 {
+			return "", false
+		}
+		sec, nsec = sec+1, 0
+	}
+	return appendDeadlineKey(make([]byte, 0, deadlineKeyLen), sec, nsec), true
+}
+
+// parseDeadlineKey is the inverse of deadlineKey. It returns the instant in
+// UTC and false if k is not a deadline key.
+func parseDeadlineKey(k string) (time.Time, bool) {
+	if len(k) != deadlineKeyLen {
+		return time.Time{}, false
+	}
+	u, err := strconv.ParseUint(k[:16], 16, 64)
+	if err != nil {
+		return time.Time{}, false
+	}
+	n, err := strconv.ParseUint(k[16:], 16, 32)
+	if err != nil || n >= 1e9 {
+		return time.Time{}, false
+	}
+	return time.Unix(int64(u^(1<<63)), int64(n)).UTC(), true
+}
+
+// shard is the key names of one shard.
+type shard struct {
+	rec string // record key prefix: append the lobby ID
+	due string
+	out string
+	ix  string
+}
+
+func newShard(prefix string, k int) shard {
+	tag := "{" + prefix + ":" + strconv.Itoa(k) + "}"
+	return shard{rec: tag + ":r:", due: tag + ":due", out: tag + ":out", ix: tag + ":ix"}
+}
+
+// shardIndex maps a lobby ID to its shard. It must never change for a
+// dataset: a lobby found in another shard would look absent.
+func shardIndex(id string, n int) int {
+	if n == 1 {
+		return 0
+	}
+	// FNV-1a, 32 bits.
+	h := uint32(2166136261)
+	for i := 0; i < len(id); i++ {
+		h ^= uint32(id[i])
+		h *= 16777619
+	}
+	return int(h % uint32(n))
+}
+
+// eventField names an event in a shard's ix hash. The decimal seq comes
+// first and holds no ':', so no two (lobby, seq) pairs share a field.
+func eventField(lobby string, seq uint64) string {
+	return strconv.FormatUint(seq, 10) + ":" + lobby
+}
+
+// validPrefix reports whether p can be used as a key prefix: braces would
+// move the hash tag.
+func validPrefix(p string) bool {
+	return p != "" && !strings.ContainsAny(p, "{}")
+}

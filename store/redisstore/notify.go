@@ -1,0 +1,104 @@
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Every Write and Delete script publishes on the store's channel. Notify
+// subscribes to it; a message carries no data, it only says "look again".
+
+// resubscribeDelay is how long Notify waits before subscribing again after
+// losing its connection, so that a server that is down is not hammered.
+const resubscribeDelay = 250 * time.Millisecond
+
+// Notify returns a channel that receives a value (coalesced: one value may
+// stand for many writes) after Writes and Deletes by any process using the
+// same server and prefix, from the moment Notify returns. The channel is
+// closed once ctx is done or the client is closed.
+//
+// Pub/sub delivers at most once: when the subscription's connection breaks,
+// Notify subscribes again and then sends a value, since writes may have
+// gone unseen meanwhile. It returns ctx's error if ctx is done, and an
+// error if the first subscription fails (the server is unreachable, say).
+func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ch := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+
+	var (
+		mu         sync.Mutex
+		subscribed bool // the first confirmation has come
+		ready      = make(chan struct{})
+	)
+	hook := func(sub rueidis.PubSubSubscription) {
+		if sub.Kind != "subscribe" {
+			return
+		}
+		mu.Lock()
+		first := !subscribed
+		subscribed = true
+		mu.Unlock()
+		if first {
+			close(ready)
+		} else {
+			poke() // a resubscription: writes may have been missed
+		}
+	}
+	sctx := rueidis.WithOnSubscriptionHook(ctx, hook)
+	failed := make(chan error, 1)
+
+	go func() {
+		defer close(ch)
+		for {
+			err := s.c.Receive(sctx, s.c.B().Subscribe().Channel(s.channel).Build(), func(rueidis.PubSubMessage) { poke() })
+			if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
+				mu.Lock()
+				first := !subscribed
+				mu.Unlock()
+				if first {
+					failed <- fmt.Errorf("redisstore: notify: %w", err)
+				}
+				return
+			}
+			mu.Lock()
+			first := !subscribed
+			mu.Unlock()
+			if first {
+				failed <- fmt.Errorf("redisstore: notify: %w", err)
+				return
+			}
+			t := time.NewTimer(resubscribeDelay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+			// The next Receive confirms a new subscription through hook,
+			// which pokes: nothing more to do here.
+		}
+	}()
+
+	select {
+	case <-ready:
+		return ch, nil
+	case err := <-failed:
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return nil, err
+	}
+}

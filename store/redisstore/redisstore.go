@@ -1,0 +1,283 @@
+// Package redisstore keeps lobbyhost's lobbies in Redis: a [store.Store]
+// that several server processes can share, with the optional
+// [store.Claimer] and [store.Notifier] capabilities.
+//
+// It talks to Redis through a [rueidis.Client] the caller creates, owns and
+// closes; a standalone server, a Sentinel-managed primary and a Redis
+// Cluster all work. Each Write, Delete, Ack and Claim is one Lua script run
+// with EVALSHA, so a commit is one atomic server-side step and one round
+// trip; Load, Due and Pending are single reads.
+//
+// # Layout
+//
+// Every key starts with "{prefix:k}", the hash tag of shard k. A lobby
+// belongs to one shard (a hash of its ID modulo the shard count), and a shard
+// holds its lobbies' records, one deadline index and one outbox, so every
+// script touches one Cluster slot. Due and Pending read every shard and
+// merge. The shard count defaults to 1, which puts everything in one slot; a
+// Cluster needs more to spread the load (see WithShards). The prefix and the
+// shard count must stay the same for the life of the data.
+//
+// # Guarantees and limits
+//
+//   - Versions, floors, due order and outbox order follow package store,
+//     with deadlines exact to the nanosecond.
+//   - With one shard, Pending returns events in commit order. With several,
+//     the events of each lobby still come in commit order, but the order
+//     between lobbies of different shards follows the servers' clocks at
+//     millisecond resolution: commits in the same millisecond may come out
+//     in either order.
+//   - The data is only as durable as the Redis configuration: a server that
+//     restarts without persistence comes back empty, forgetting the floors
+//     that keep versions from repeating. See docs/redis.md.
+//   - Deleted lobbies leave a tombstone (a hash with the floor) that is never
+//     removed, a few dozen bytes per deleted ID.
+package redisstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// Compile-time checks that Store offers the contract and both optional
+// capabilities.
+var (
+	_ store.Store    = (*Store)(nil)
+	_ store.Claimer  = (*Store)(nil)
+	_ store.Notifier = (*Store)(nil)
+)
+
+// DefaultPrefix is the key prefix of a Store built without WithPrefix.
+const DefaultPrefix = "lobbyhost"
+
+// MaxShards is the largest shard count: a Redis Cluster has 16384 slots.
+const MaxShards = 16384
+
+// ErrCorrupt reports a key whose contents this package did not write (or
+// that another version of it wrote differently). Nothing was written.
+var ErrCorrupt = errors.New("redisstore: corrupt data")
+
+// Store is a store.Store on Redis. Build it with New; the zero value is not
+// usable. It is safe for concurrent use by any number of goroutines and
+// processes that use the same prefix and shard count.
+type Store struct {
+	c       rueidis.Client
+	prefix  string
+	shards  []shard
+	channel string
+
+	write, del, ack, claim *script
+}
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	prefix string
+	shards int
+}
+
+// WithPrefix sets the key prefix, so that several applications (or tests)
+// can share a server: each prefix is a namespace of its own. It must be
+// non-empty and must not contain '{' or '}'. The default is DefaultPrefix.
+func WithPrefix(prefix string) Option {
+	return func(c *config) { c.prefix = prefix }
+}
+
+// WithShards sets how many shards the lobbies are spread over, between 1
+// and MaxShards. The default, 1, keeps all keys in one Cluster slot, which
+// is right for a standalone server or a primary with replicas. On a Cluster,
+// use enough shards to spread over its primaries (a few per primary).
+//
+// The count decides where each lobby lives: every process must use the same
+// count, and changing it for existing data makes lobbies look absent.
+func WithShards(n int) Option {
+	return func(c *config) { c.shards = n }
+}
+
+// New returns a Store that keeps its data in the Redis that c talks to. The
+// Store does not close c. New does not contact the server; scripts are
+// loaded on first use. It returns an error wrapping store.ErrInvalid if an
+// option is out of range.
+func New(c rueidis.Client, opts ...Option) (*Store, error) {
+	if c == nil {
+		return nil, fmt.Errorf("redisstore: %w: nil client", store.ErrInvalid)
+	}
+	cfg := config{prefix: DefaultPrefix, shards: 1}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if !validPrefix(cfg.prefix) {
+		return nil, fmt.Errorf("redisstore: %w: prefix %q must be non-empty without braces", store.ErrInvalid, cfg.prefix)
+	}
+	if cfg.shards < 1 || cfg.shards > MaxShards {
+		return nil, fmt.Errorf("redisstore: %w: %d shards, want 1 to %d", store.ErrInvalid, cfg.shards, MaxShards)
+	}
+	s := &Store{
+		c:       c,
+		prefix:  cfg.prefix,
+		shards:  make([]shard, cfg.shards),
+		channel: "{" + cfg.prefix + "}:notify",
+		write:   newScript(writeScript),
+		del:     newScript(deleteScript),
+		ack:     newScript(ackScript),
+		claim:   newScript(claimScript),
+	}
+	for k := range s.shards {
+		s.shards[k] = newShard(cfg.prefix, k)
+	}
+	return s, nil
+}
+
+func (s *Store) shardOf(id string) *shard {
+	return &s.shards[shardIndex(id, len(s.shards))]
+}
+
+var errEmptyID = fmt.Errorf("redisstore: %w: empty lobby ID", store.ErrInvalid)
+
+// Load returns the lobby's record; its Data is a new slice the caller owns,
+// nil when the stored data is empty, and its Deadline is in UTC. If the
+// lobby has no record it returns store.ErrNotFound with a Record holding
+// the ID and its floor (0 if the ID was never written). An empty ID is
+// store.ErrInvalid. Server and network failures are returned wrapped.
+func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
+	if err := ctx.Err(); err != nil {
+		return store.Record{}, err
+	}
+	if id == "" {
+		return store.Record{}, errEmptyID
+	}
+	sh := s.shardOf(id)
+	vals, err := s.c.Do(ctx, s.c.B().Hmget().Key(sh.rec+id).Field("v", "d", "t").Build()).ToArray()
+	if err != nil {
+		return store.Record{}, fmt.Errorf("redisstore: load %q: %w", id, err)
+	}
+	if len(vals) != 3 {
+		return store.Record{}, fmt.Errorf("%w: load %q: %d values", ErrCorrupt, id, len(vals))
+	}
+	var version uint64
+	if !vals[0].IsNil() {
+		v, _ := vals[0].ToString()
+		if version, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return store.Record{}, fmt.Errorf("%w: lobby %q has version %q", ErrCorrupt, id, v)
+		}
+	}
+	if vals[1].IsNil() {
+		return store.Record{ID: id, Version: version}, store.ErrNotFound
+	}
+	rec := store.Record{ID: id, Version: version}
+	if d, _ := vals[1].ToString(); d != "" {
+		rec.Data = []byte(d)
+	}
+	if !vals[2].IsNil() {
+		k, _ := vals[2].ToString()
+		t, ok := parseDeadlineKey(k)
+		if !ok {
+			return store.Record{}, fmt.Errorf("%w: lobby %q has deadline %q", ErrCorrupt, id, k)
+		}
+		rec.Deadline = t
+	}
+	return rec, nil
+}
+
+// Write stores w if the lobby's version (or floor) equals w.Expected: the
+// record, its deadline and its events in one script, so all or nothing. The
+// caller keeps ownership of w. A successful Write releases the lobby's claim
+// and publishes a notification.
+//
+// It returns store.ErrInvalid if w.ID is empty, an event names another
+// lobby, or w.Expected is the largest uint64 (no version follows it), and
+// store.ErrConflict if the version differs; in these cases nothing is
+// written. A server or network failure is returned wrapped; the write may
+// then have happened or not, and a Load tells which.
+func (s *Store) Write(ctx context.Context, w store.Write) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if w.ID == "" {
+		return errEmptyID
+	}
+	for i := range w.Events {
+		if w.Events[i].Lobby != w.ID {
+			return fmt.Errorf("redisstore: %w: event %d names lobby %q in a write to %q", store.ErrInvalid, i, w.Events[i].Lobby, w.ID)
+		}
+	}
+	if w.Expected == math.MaxUint64 {
+		return fmt.Errorf("redisstore: %w: no version follows %d", store.ErrInvalid, w.Expected)
+	}
+	sh := s.shardOf(w.ID)
+	var dl string
+	if !w.Deadline.IsZero() {
+		dl = deadlineKey(w.Deadline)
+	}
+	args := make([]string, 6, 6+2*len(w.Events))
+	args[0] = strconv.FormatUint(w.Expected, 10)
+	args[1] = strconv.FormatUint(w.Expected+1, 10)
+	args[2] = string(w.Data)
+	args[3] = dl
+	args[4] = w.ID
+	args[5] = s.channel
+	for i := range w.Events {
+		args = append(args, strconv.FormatUint(w.Events[i].Seq, 10), string(w.Events[i].Data))
+	}
+	keys := []string{sh.rec + w.ID, sh.due, sh.out, sh.ix}
+	msg, err := s.write.exec(ctx, s.c, keys, args).ToMessage()
+	if err != nil {
+		return fmt.Errorf("redisstore: write %q: %w", w.ID, err)
+	}
+	return casResult(&msg, "write", w.ID, w.Expected)
+}
+
+// Delete removes the lobby's record and deadline if its version equals
+// expected, leaving a tombstone with the floor max(expected, floor); pending
+// events stay in the outbox. It returns store.ErrNotFound if there is no
+// record and store.ErrConflict if the version differs, changing nothing in
+// both cases; an empty ID is store.ErrInvalid.
+func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if id == "" {
+		return errEmptyID
+	}
+	sh := s.shardOf(id)
+	args := []string{
+		strconv.FormatUint(expected, 10),
+		strconv.FormatUint(max(expected, floor), 10),
+		id,
+		s.channel,
+	}
+	msg, err := s.del.exec(ctx, s.c, []string{sh.rec + id, sh.due}, args).ToMessage()
+	if err != nil {
+		return fmt.Errorf("redisstore: delete %q: %w", id, err)
+	}
+	if n, err := msg.ToInt64(); err == nil && n == -1 {
+		return fmt.Errorf("redisstore: delete %q: %w", id, store.ErrNotFound)
+	}
+	return casResult(&msg, "delete", id, expected)
+}
+
+// casResult reads the reply of the write and delete scripts: 1 for done, or
+// the stored version as a string for a conflict.
+func casResult(msg *rueidis.RedisMessage, op, id string, expected uint64) error {
+	// ToInt64 succeeds only for an integer reply; a version comes as a
+	// string, even when it looks like a number.
+	if n, err := msg.ToInt64(); err == nil {
+		if n == 1 {
+			return nil
+		}
+		return fmt.Errorf("%w: %s %q: script returned %d", ErrCorrupt, op, id, n)
+	}
+	v, err := msg.ToString()
+	if err != nil {
+		return fmt.Errorf("%w: %s %q: unexpected reply: %v", ErrCorrupt, op, id, err)
+	}
+	return fmt.Errorf("redisstore: %s %q: %w: stored version %s, expected %d", op, id, store.ErrConflict, v, expected)
+}

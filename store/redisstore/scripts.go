@@ -1,0 +1,192 @@
+package redisstore
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+
+	"github.com/redis/rueidis"
+)
+
+// Every change to a shard runs as one Lua script: Redis runs a script to
+// completion before it serves any other command, so the version check and
+// every write after it are one atomic step, and a commit costs one round
+// trip (EVALSHA). MULTI/EXEC under WATCH would need at least two (WATCH and
+// HGET, then the transaction) and a retry loop when another client touches
+// the record in between.
+//
+// The scripts compare versions as decimal strings, never as Lua numbers
+// (doubles, exact only to 2^53), and deadlines as fixed-width keys, never
+// through Lua's < on strings (strcoll, which follows the server's locale).
+
+// writeScript commits a Write.
+//
+//	KEYS: record, due, out, ix
+//	ARGV: expected, new version, data, deadline key or "", lobby ID,
+//	      notify channel, then seq and data of each event
+//
+// It returns 1 after writing, or the stored version (a string, "0" for none)
+// on a version mismatch, having written nothing.
+const writeScript = `
+local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c')
+local v = cur[1] or '0'
+if v ~= ARGV[1] then return v end
+local id, old, new = ARGV[5], cur[2], ARGV[4]
+if old ~= new then
+  if old then redis.call('ZREM', KEYS[2], old .. id) end
+  if new ~= '' then redis.call('ZADD', KEYS[2], 0, new .. id) end
+end
+if new ~= '' then
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3], 't', new)
+else
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3])
+  if old then redis.call('HDEL', KEYS[1], 't') end
+end
+if cur[3] then redis.call('HDEL', KEYS[1], 'c') end
+for i = 7, #ARGV, 2 do
+  local seq = ARGV[i]
+  local sid = redis.call('XADD', KEYS[3], '*', 'l', id, 's', seq, 'd', ARGV[i + 1])
+  local f = seq .. ':' .. id
+  local prev = redis.call('HGET', KEYS[4], f)
+  if prev then sid = prev .. ' ' .. sid end
+  redis.call('HSET', KEYS[4], f, sid)
+end
+redis.call('PUBLISH', ARGV[6], 'w')
+return 1
+`
+
+// deleteScript commits a Delete, leaving a tombstone that holds the floor.
+//
+//	KEYS: record, due
+//	ARGV: expected, floor, lobby ID, notify channel
+//
+// It returns 1 after deleting, -1 if there is no record, or the stored
+// version (a string) on a version mismatch.
+const deleteScript = `
+local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't')
+if not cur[2] then return -1 end
+local v = cur[1] or '0'
+if v ~= ARGV[1] then return v end
+if cur[3] then redis.call('ZREM', KEYS[2], cur[3] .. ARGV[3]) end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'v', ARGV[2])
+redis.call('PUBLISH', ARGV[4], 'd')
+return 1
+`
+
+// ackScript removes acknowledged events from one shard's outbox.
+//
+//	KEYS: out, ix
+//	ARGV: the ix fields (seq:lobby) of the events
+//
+// It returns the number of outbox entries removed.
+const ackScript = `
+local n = 0
+for i = 1, #ARGV do
+  local sids = redis.call('HGET', KEYS[2], ARGV[i])
+  if sids then
+    for sid in string.gmatch(sids, '%S+') do
+      n = n + redis.call('XDEL', KEYS[1], sid)
+    end
+    redis.call('HDEL', KEYS[2], ARGV[i])
+  end
+end
+return n
+`
+
+// claimScript finds and claims due, unclaimed lobbies of one shard. A lobby
+// is unclaimed at now if its record has no claim or the claim's until-key is
+// at or before now.
+//
+//	KEYS: due
+//	ARGV: mode, upper bound for ZRANGEBYLEX, now key, until key, limit,
+//	      record key prefix, then (mode "ids") due members
+//
+// Modes: "scan" claims and returns up to limit due members in order; "peek"
+// returns them without claiming; "ids" claims those of the given members
+// that are still in the index and unclaimed, and returns them.
+//
+// Record keys are built from the prefix rather than passed in KEYS: the
+// script cannot know them in advance, and they share the due key's hash tag,
+// so in a Cluster they live in the same slot on the same node.
+const claimScript = `
+local function before(a, b)
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+local mode, bound, now, untl = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local limit, rp = tonumber(ARGV[5]), ARGV[6]
+local function free(rk)
+  local c = redis.call('HGET', rk, 'c')
+  return (not c) or (not before(now, c))
+end
+local out = {}
+if mode == 'ids' then
+  for i = 7, #ARGV do
+    local m = ARGV[i]
+    local rk = rp .. string.sub(m, 25)
+    if redis.call('ZSCORE', KEYS[1], m) and free(rk) then
+      redis.call('HSET', rk, 'c', untl)
+      out[#out + 1] = m
+    end
+  end
+  return out
+end
+local start = '-'
+local batch = limit
+if batch < 64 then batch = 64 end
+while #out < limit do
+  local ms = redis.call('ZRANGEBYLEX', KEYS[1], start, bound, 'LIMIT', 0, batch)
+  if #ms == 0 then break end
+  for _, m in ipairs(ms) do
+    local rk = rp .. string.sub(m, 25)
+    if free(rk) then
+      if mode == 'scan' then redis.call('HSET', rk, 'c', untl) end
+      out[#out + 1] = m
+      if #out >= limit then break end
+    end
+  end
+  start = '(' .. ms[#ms]
+end
+return out
+`
+
+// script is a Lua script run by EVALSHA, falling back to EVAL (which also
+// caches it on the server) when the server answers NOSCRIPT, as it does
+// after a restart, a failover to a replica that never saw the script, or
+// SCRIPT FLUSH.
+type script struct {
+	lua  *rueidis.Lua
+	src  string
+	sha1 string
+}
+
+func newScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{lua: rueidis.NewLuaScript(src), src: src, sha1: hex.EncodeToString(sum[:])}
+}
+
+// exec runs the script once: one round trip while the server has it cached.
+func (s *script) exec(ctx context.Context, c rueidis.Client, keys, args []string) rueidis.RedisResult {
+	return s.lua.Exec(ctx, c, keys, args)
+}
+
+// execMulti runs the script once per entry of multi, pipelined, and returns
+// the results in the same order. Entries the server no longer has the
+// script for are run again with EVAL.
+func (s *script) execMulti(ctx context.Context, c rueidis.Client, multi []rueidis.LuaExec) []rueidis.RedisResult {
+	cmds := make(rueidis.Commands, len(multi))
+	for i, m := range multi {
+		cmds[i] = c.B().Evalsha().Sha1(s.sha1).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
+	}
+	res := c.DoMulti(ctx, cmds...)
+	for i := range res {
+		if rerr, ok := rueidis.IsRedisErr(res[i].Error()); ok && rerr.IsNoScript() {
+			res[i] = s.exec(ctx, c, multi[i].Keys, multi[i].Args)
+		}
+	}
+	return res
+}
