@@ -3,8 +3,8 @@ module github.com/lobbyhost/lobbyhost
 go 1.25
 
 require (
-	github.com/anishathalye/porcupine v1.3.1 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
+	github.com/anishathalye/porcupine v1.3.1
+	github.com/google/go-cmp v0.7.0
 	github.com/jonboulle/clockwork v0.5.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
+	pgregory.net/rapid v1.3.0
 )

@@ -1,0 +1,246 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// checkOutboxOrder: Pending returns events oldest write first, the events of
+// a write in the order given, and a limit returns a prefix of that order.
+func checkOutboxOrder(h *harness) {
+	writes := []struct {
+		id     string
+		events []string
+	}{
+		{"lobby-b", []string{"b1", "b2"}},
+		{"lobby-a", []string{"a1"}},
+		{"lobby-b", []string{"b3"}},
+		{"lobby-c", nil},
+		{"lobby-a", []string{"a2", "a3", "a4"}},
+		{"lobby-c", []string{"c1"}},
+		{"lobby-b", []string{"b4"}},
+	}
+	version := map[string]uint64{}
+	seq := map[string]uint64{}
+	var want []store.Event
+	for _, w := range writes {
+		var events []store.Event
+		for _, data := range w.events {
+			seq[w.id] += 10 // Seq need not be dense
+			events = append(events, ev(w.id, seq[w.id], data))
+		}
+		h.write(store.Write{ID: w.id, Expected: version[w.id], Data: []byte("x"), Events: events})
+		version[w.id]++
+		want = append(want, events...)
+	}
+	h.expectPending(want)
+	for limit := 1; limit <= len(want)+1; limit++ {
+		wantPrefix := want[:min(limit, len(want))]
+		if d := diff(wantPrefix, h.pending(limit)); d != "" {
+			h.t.Fatalf("Pending(%d) is not the first %d events (-want +got):\n%s", limit, len(wantPrefix), d)
+		}
+	}
+}
+
+// checkOutboxRedelivery: events stay pending until acknowledged, whatever
+// order the acks come in; acking unknown or acknowledged events is a no-op.
+func checkOutboxRedelivery(h *harness) {
+	const a, b = "lobby-a", "lobby-b"
+	h.write(store.Write{ID: a, Data: []byte("x"), Events: []store.Event{ev(a, 1, "a1"), ev(a, 2, "a2")}})
+	h.write(store.Write{ID: b, Data: []byte("x"), Events: []store.Event{ev(b, 1, "b1")}})
+	h.write(store.Write{ID: a, Expected: 1, Data: []byte("x"), Events: []store.Event{ev(a, 3, "a3")}})
+	all := []store.Event{ev(a, 1, "a1"), ev(a, 2, "a2"), ev(b, 1, "b1"), ev(a, 3, "a3")}
+
+	// Reading does not consume.
+	for range 3 {
+		h.expectPending(all)
+	}
+	if d := diff(all[:2], h.pending(2)); d != "" {
+		h.t.Fatalf("Pending(2) (-want +got):\n%s", d)
+	}
+	h.expectPending(all)
+
+	// Out-of-order ack, with Data that differs from what was stored.
+	h.ack(store.Event{Lobby: a, Seq: 2, Data: []byte("ignored")})
+	h.expectPending([]store.Event{all[0], all[2], all[3]})
+
+	// Unknown and repeated acks change nothing.
+	h.ack(
+		store.Event{Lobby: a, Seq: 2},   // acknowledged already
+		store.Event{Lobby: a, Seq: 4},   // never written
+		store.Event{Lobby: "c", Seq: 1}, // unknown lobby
+		store.Event{Lobby: "lobby-", Seq: 1},
+		store.Event{Lobby: "", Seq: 1},
+	)
+	h.ack()
+	if err := h.s.Ack(h.ctx, nil); err != nil {
+		h.t.Fatalf("Ack(nil) = %v, want nil", err)
+	}
+	h.expectPending([]store.Event{all[0], all[2], all[3]})
+
+	// Acknowledging everything empties the outbox.
+	h.ack(all[3], all[0])
+	h.expectPending([]store.Event{all[2]})
+	h.ack(all...)
+	h.expectPending(nil)
+}
+
+// checkOutboxAtomic: the events of a Write are stored with its record or not
+// at all. Refused writes leave no events; under concurrent writers, an
+// observer never sees a record without its events, nor events without their
+// record.
+func checkOutboxAtomic(h *harness) {
+	const id = "lobby-atomic"
+	h.write(store.Write{ID: id, Data: []byte("1"), Events: []store.Event{ev(id, 1, "1")}})
+	h.writeErr(store.Write{ID: id, Expected: 0, Data: []byte("conflict"), Events: []store.Event{ev(id, 2, "conflict")}}, store.ErrConflict)
+	h.writeErr(store.Write{ID: id, Expected: 7, Data: []byte("conflict"), Events: []store.Event{ev(id, 2, "conflict")}}, store.ErrConflict)
+	h.writeErr(store.Write{ID: id, Expected: 1, Data: []byte("invalid"), Events: []store.Event{ev(id, 2, "ok"), ev("x", 3, "bad")}}, store.ErrInvalid)
+	h.expectPending([]store.Event{ev(id, 1, "1")})
+	h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("1")})
+	h.ack(ev(id, 1, ""))
+
+	// Concurrent: writers race on two lobbies; each winning write of
+	// version v carries the event with Seq v. An observer alternates
+	// Load-then-Pending and Pending-then-Load and checks both directions.
+	const writers, perLobby = 4, 120
+	lobbies := []string{"atomic-x", "atomic-y"}
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		failures []string
+		stop     = make(chan struct{})
+	)
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failures) < 5 {
+			failures = append(failures, fmt.Sprintf(format, args...))
+		}
+	}
+	wins := make([]int, len(lobbies))
+	for w := range writers {
+		wg.Go(func() {
+			li := w % len(lobbies)
+			id := lobbies[li]
+			for {
+				mu.Lock()
+				done := wins[li] >= perLobby || len(failures) > 0
+				mu.Unlock()
+				if done {
+					return
+				}
+				r, err := h.s.Load(h.ctx, id)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					fail("Load(%q) = %v", id, err)
+					return
+				}
+				v := r.Version + 1
+				err = h.s.Write(h.ctx, store.Write{ID: id, Expected: r.Version, Data: fmt.Appendf(nil, "%d", v),
+					Events: []store.Event{{Lobby: id, Seq: v, Data: fmt.Appendf(nil, "%d", v)}}})
+				switch {
+				case err == nil:
+					mu.Lock()
+					wins[li]++
+					mu.Unlock()
+				case errors.Is(err, store.ErrConflict):
+				default:
+					fail("Write(%q, %d) = %v", id, r.Version, err)
+					return
+				}
+			}
+		})
+	}
+	maxSeq := func(p []store.Event, id string) (uint64, map[uint64]bool) {
+		var m uint64
+		seen := map[uint64]bool{}
+		for _, e := range p {
+			if e.Lobby == id {
+				m = max(m, e.Seq)
+				seen[e.Seq] = true
+			}
+		}
+		return m, seen
+	}
+	observed := make(chan struct{})
+	go func() {
+		defer close(observed)
+		limit := len(lobbies)*perLobby + writers + 10
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			id := lobbies[i%len(lobbies)]
+			if i%2 == 0 {
+				// Record first: every version it shows must have its event.
+				r, err := h.s.Load(h.ctx, id)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					fail("observer: Load(%q) = %v", id, err)
+					return
+				}
+				p, err := h.s.Pending(h.ctx, limit)
+				if err != nil {
+					fail("observer: Pending = %v", err)
+					return
+				}
+				_, seen := maxSeq(p, id)
+				for v := uint64(1); v <= r.Version; v++ {
+					if !seen[v] {
+						fail("Load(%q) showed version %d, but the event of version %d was not pending afterwards", id, r.Version, v)
+						return
+					}
+				}
+			} else {
+				// Events first: every event must have its record.
+				p, err := h.s.Pending(h.ctx, limit)
+				if err != nil {
+					fail("observer: Pending = %v", err)
+					return
+				}
+				m, _ := maxSeq(p, id)
+				r, err := h.s.Load(h.ctx, id)
+				if err != nil && !errors.Is(err, store.ErrNotFound) {
+					fail("observer: Load(%q) = %v", id, err)
+					return
+				}
+				if r.Version < m {
+					fail("Pending showed event %d of %q, but Load afterwards showed version %d", m, id, r.Version)
+					return
+				}
+			}
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	<-observed
+	for _, f := range failures {
+		h.t.Error(f)
+	}
+	if h.t.Failed() {
+		return
+	}
+
+	// Finally: exactly one event per version, in version order per lobby.
+	p := h.pending(len(lobbies)*perLobby + 10)
+	got := map[string][]uint64{}
+	for _, e := range p {
+		got[e.Lobby] = append(got[e.Lobby], e.Seq)
+	}
+	for li, id := range lobbies {
+		r := h.load(id)
+		var want []uint64
+		for v := uint64(1); v <= r.Version; v++ {
+			want = append(want, v)
+		}
+		if int(r.Version) != wins[li] {
+			h.t.Errorf("lobby %q: version %d after %d winning writes", id, r.Version, wins[li])
+		}
+		if d := diff(want, got[id]); d != "" {
+			h.t.Errorf("lobby %q: pending Seqs are not one per version in order (-want +got):\n%s", id, d)
+		}
+	}
+}

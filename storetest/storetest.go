@@ -1,0 +1,327 @@
+// Package storetest is the conformance suite for implementations of
+// store.Store: one call runs every check an adapter must pass before
+// lobbyhost can rely on it.
+//
+// Call Run from a test in the adapter's package, with a function that hands
+// each check a fresh, empty store of its own (its own schema, key prefix or
+// database) and registers its cleanup with t.Cleanup:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) store.Store { return newIsolatedStore(t) })
+//	}
+//
+// Each check is a subtest with a stable name, so one can be run alone:
+// go test -run 'TestConformance/OutboxAtomic'. The optional capabilities
+// store.Claimer and store.Notifier are found by type assertion and checked
+// when the store has them (their subtests say so and skip otherwise).
+//
+// # What the suite holds a store to
+//
+//   - Records round-trip exactly: the Data bytes (nil and empty count as the
+//     same), the Version, and the Deadline as an instant compared with
+//     time.Time.Equal at nanosecond precision. A store may drop the
+//     location and the monotonic reading but not a single nanosecond. The
+//     suite writes deadlines from 1969 to 2199; Due must also accept any now,
+//     including year 9999.
+//   - IDs are opaque bytes of valid UTF-8 (the suite uses 1 to 128 bytes,
+//     without NUL): IDs that are prefixes of each other or contain ':', '{',
+//     '}', '/', '*', '?', '[' or spaces never collide, and Due orders ties by
+//     byte order, not by a collation.
+//   - Compare-and-set, floors, the outbox and the due index as documented in
+//     package store, checked sequentially, under concurrency (exactly one
+//     winner per version, no lost update, no record without its events), by
+//     a model-based test against a map-based reference (pgregory.net/rapid),
+//     and by a linearizability check of concurrent Load/Write histories
+//     (github.com/anishathalye/porcupine).
+//   - A done context makes every method return the context's error promptly
+//     and write nothing.
+//   - Load and Delete of the empty ID may report either store.ErrInvalid or
+//     store.ErrNotFound; Write of it must report store.ErrInvalid.
+//
+// The suite runs its checks one after another, never in parallel, and takes
+// a few seconds on an in-memory store. The model-based check asks newStore
+// for a new store on each of its iterations (100 by default, set with
+// -rapid.checks), so newStore should be cheap or the store shared
+// and isolated per call by a fresh namespace.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// A check is one subtest of the suite.
+type check struct {
+	name string
+	run  func(t *testing.T, newStore func(*testing.T) store.Store)
+}
+
+// onStore adapts a check that needs a single fresh store.
+func onStore(f func(h *harness)) func(*testing.T, func(*testing.T) store.Store) {
+	return func(t *testing.T, newStore func(*testing.T) store.Store) {
+		f(newHarness(t, newStore))
+	}
+}
+
+// checks is the suite, in the order Run runs it. Names are part of the API:
+// adapters' CI configurations select and skip checks by them.
+var checks = []check{
+	{"RoundTrip", onStore(checkRoundTrip)},
+	{"LoadMissing", onStore(checkLoadMissing)},
+	{"CreateExisting", onStore(checkCreateExisting)},
+	{"WriteStaleVersion", onStore(checkWriteStaleVersion)},
+	{"ReadAfterWrite", onStore(checkReadAfterWrite)},
+	{"Invalid", onStore(checkInvalid)},
+	{"Aliasing", onStore(checkAliasing)},
+	{"ContextCancelled", onStore(checkContextCancelled)},
+	{"DeleteFloor", onStore(checkDeleteFloor)},
+	{"DeleteStale", onStore(checkDeleteStale)},
+	{"DeleteMissing", onStore(checkDeleteMissing)},
+	{"DeleteKeepsOutbox", onStore(checkDeleteKeepsOutbox)},
+	{"OutboxOrder", onStore(checkOutboxOrder)},
+	{"OutboxRedelivery", onStore(checkOutboxRedelivery)},
+	{"OutboxAtomic", onStore(checkOutboxAtomic)},
+	{"DueOrder", onStore(checkDueOrder)},
+	{"DueMoves", onStore(checkDueMoves)},
+	{"LargeRecord", onStore(checkLargeRecord)},
+	{"ManyLobbies", onStore(checkManyLobbies)},
+	{"OpaqueIDs", onStore(checkOpaqueIDs)},
+	{"ConcurrentWriters", onStore(checkConcurrentWriters)},
+	{"Linearizable", onStore(checkLinearizable)},
+	{"Model", checkModel},
+	{"Claim", onStore(checkClaim)},
+	{"Notify", onStore(checkNotify)},
+}
+
+// Run runs the conformance suite against the stores newStore returns, each
+// check as a subtest of t. newStore is called at least once per subtest,
+// with the subtest's t; it must return an empty store that no other call
+// shares, and register with t.Cleanup whatever releases it. It may call
+// t.Fatal or t.Skip (say, when a server is not configured).
+func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
+	t.Helper()
+	for _, c := range checks {
+		t.Run(c.name, func(t *testing.T) {
+			c.run(t, newStore)
+		})
+	}
+}
+
+// harness is a store under test with helpers that fail the test on any
+// unexpected outcome, saying what was expected and what came back.
+type harness struct {
+	t   *testing.T
+	s   store.Store
+	ctx context.Context
+}
+
+func newHarness(t *testing.T, newStore func(*testing.T) store.Store) *harness {
+	t.Helper()
+	s := newStore(t)
+	if s == nil {
+		t.Fatal("newStore returned a nil store")
+	}
+	return &harness{t: t, s: s, ctx: t.Context()}
+}
+
+// t0 is the suite's reference time: deadlines are built around it, and its
+// nanoseconds catch a store that rounds.
+var t0 = time.Date(2031, time.March, 14, 15, 9, 26, 535897932, time.UTC)
+
+// later is a now at which every deadline the suite writes around t0 is due.
+var later = t0.Add(50 * 365 * 24 * time.Hour)
+
+// cmpOpts compare records, dues and events: times as instants, nil and empty
+// byte slices as the same.
+var cmpOpts = cmp.Options{
+	cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
+	// bytes.Equal treats nil and empty as equal, and is much faster than
+	// a reflective walk over 100 KiB records.
+	cmp.Comparer(bytes.Equal),
+	cmp.FilterPath(func(p cmp.Path) bool { return p.Last().Type() != reflect.TypeFor[[]byte]() }, cmpopts.EquateEmpty()),
+}
+
+// diff returns cmp.Diff(want, got) with the suite's options.
+func diff(want, got any) string { return cmp.Diff(want, got, cmpOpts) }
+
+func (h *harness) write(w store.Write) {
+	h.t.Helper()
+	if err := h.s.Write(h.ctx, w); err != nil {
+		h.t.Fatalf("Write(ID %q, Expected %d) = %v, want nil", w.ID, w.Expected, err)
+	}
+}
+
+// writeErr performs w and fails unless it returns an error matching want.
+func (h *harness) writeErr(w store.Write, want error) {
+	h.t.Helper()
+	if err := h.s.Write(h.ctx, w); !errors.Is(err, want) {
+		h.t.Fatalf("Write(ID %q, Expected %d) = %v, want %v", w.ID, w.Expected, err, want)
+	}
+}
+
+func (h *harness) load(id string) store.Record {
+	h.t.Helper()
+	r, err := h.s.Load(h.ctx, id)
+	if err != nil {
+		h.t.Fatalf("Load(%q) = %v, want nil", id, err)
+	}
+	return r
+}
+
+// loadMissing loads an ID that must have no record and returns its floor,
+// checking that the Record carries nothing else.
+func (h *harness) loadMissing(id string) uint64 {
+	h.t.Helper()
+	r, err := h.s.Load(h.ctx, id)
+	if !errors.Is(err, store.ErrNotFound) {
+		h.t.Fatalf("Load(%q) = %+v, %v; want error %v", id, r, err, store.ErrNotFound)
+	}
+	if d := diff(store.Record{ID: id, Version: r.Version}, r); d != "" {
+		h.t.Fatalf("Load(%q) of a missing lobby: want only ID and floor (-want +got):\n%s", id, d)
+	}
+	return r.Version
+}
+
+// expectRecord loads want.ID and compares the whole record with want.
+// Large data is compared apart, so a mismatch reports where, not 100 KiB.
+func (h *harness) expectRecord(want store.Record) {
+	h.t.Helper()
+	got := h.load(want.ID)
+	if len(want.Data) > 1024 || len(got.Data) > 1024 {
+		if !bytes.Equal(want.Data, got.Data) {
+			at := 0
+			for at < min(len(want.Data), len(got.Data)) && want.Data[at] == got.Data[at] {
+				at++
+			}
+			h.t.Fatalf("Load(%q): Data of %d bytes, want %d bytes; first difference at byte %d", want.ID, len(got.Data), len(want.Data), at)
+		}
+		want.Data, got.Data = nil, nil
+	}
+	if d := diff(want, got); d != "" {
+		h.t.Fatalf("Load(%q) mismatch (-want +got):\n%s", want.ID, d)
+	}
+}
+
+func (h *harness) due(now time.Time, limit int) []store.Due {
+	h.t.Helper()
+	d, err := h.s.Due(h.ctx, now, limit)
+	if err != nil {
+		h.t.Fatalf("Due(%v, %d) = %v, want nil", now, limit, err)
+	}
+	return d
+}
+
+func (h *harness) expectDue(now time.Time, limit int, want []store.Due) {
+	h.t.Helper()
+	if d := diff(want, h.due(now, limit)); d != "" {
+		h.t.Fatalf("Due(%v, %d) mismatch (-want +got):\n%s", now, limit, d)
+	}
+}
+
+func (h *harness) pending(limit int) []store.Event {
+	h.t.Helper()
+	p, err := h.s.Pending(h.ctx, limit)
+	if err != nil {
+		h.t.Fatalf("Pending(%d) = %v, want nil", limit, err)
+	}
+	return p
+}
+
+func (h *harness) expectPending(want []store.Event) {
+	h.t.Helper()
+	if d := diff(want, h.pending(len(want)+100)); d != "" {
+		h.t.Fatalf("Pending mismatch (-want +got):\n%s", d)
+	}
+}
+
+func (h *harness) ack(events ...store.Event) {
+	h.t.Helper()
+	if err := h.s.Ack(h.ctx, events); err != nil {
+		h.t.Fatalf("Ack(%d events) = %v, want nil", len(events), err)
+	}
+}
+
+// state is what the store shows about a set of lobbies: used to prove that
+// a refused call changed nothing.
+type state struct {
+	Records []loaded
+	Due     []store.Due
+	Pending []store.Event
+}
+
+type loaded struct {
+	Record   store.Record
+	NotFound bool
+}
+
+func (h *harness) state(ids ...string) state {
+	h.t.Helper()
+	var st state
+	for _, id := range ids {
+		r, err := h.s.Load(h.ctx, id)
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrNotFound):
+		default:
+			h.t.Fatalf("Load(%q) = %v, want nil or %v", id, err, store.ErrNotFound)
+		}
+		st.Records = append(st.Records, loaded{Record: r, NotFound: err != nil})
+	}
+	st.Due = h.due(later, 10000)
+	st.Pending = h.pending(10000)
+	return st
+}
+
+// unchanged fails if the store now shows anything different from before.
+func (h *harness) unchanged(before state, after string) {
+	h.t.Helper()
+	var ids []string
+	for _, r := range before.Records {
+		ids = append(ids, r.Record.ID)
+	}
+	if d := diff(before, h.state(ids...)); d != "" {
+		h.t.Fatalf("%s changed the store (-before +after):\n%s", after, d)
+	}
+}
+
+// ev builds an event of lobby id.
+func ev(id string, seq uint64, data string) store.Event {
+	return store.Event{Lobby: id, Seq: seq, Data: []byte(data)}
+}
+
+// within runs f and fails the test if it takes longer than a generous bound:
+// the suite's way to say "promptly" without depending on timing otherwise.
+// f must not use t.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(promptly):
+		t.Fatalf("%s did not return within %v", what, promptly)
+	}
+}
+
+// promptly bounds calls that must not block.
+const promptly = 10 * time.Second
+
+func describe(err error) string {
+	if err == nil {
+		return "nil"
+	}
+	return fmt.Sprintf("%q", err.Error())
+}
