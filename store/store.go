@@ -160,11 +160,12 @@ type Claimer interface {
 }
 
 // Notifier is an optional capability for stores shared by several processes:
-// it tells a relay or sweeper that some process wrote, so it can look for new
-// events and earlier deadlines without polling.
+// it tells a relay that some process appended outbox events, so it can
+// publish them promptly without polling.
 type Notifier interface {
-	// Notify returns a channel that receives a value (coalesced: one value
-	// may stand for many writes) after writes by any process. The channel is
-	// closed when ctx is done.
+	// Notify returns a channel that receives a value after writes that
+	// append outbox events, by any process. Values are coalesced (one may
+	// stand for many writes), and writes without events (heartbeats) need
+	// not notify at all. The channel is closed when ctx is done.
 	Notify(ctx context.Context) (<-chan struct{}, error)
 }
