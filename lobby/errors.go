@@ -35,3 +35,14 @@ var (
 	// ErrNotEmpty: a lobby that still has members cannot be reclaimed.
 	ErrNotEmpty = errors.New("lobby: lobby is not empty")
 )
+
+// errorsIsRefusal reports whether err is a rule's refusal rather than a
+// failure.
+func errorsIsRefusal(err error) bool {
+	for _, target := range []error{ErrLobbyFull, ErrNotHost, ErrNotMember, ErrNotEligible} {
+		if errors.Is(err, target) {
+			return true
+		}
+	}
+	return false
+}

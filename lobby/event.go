@@ -145,6 +145,8 @@ type Result struct {
 	Ended []Ended
 	// Events are the visible changes, in revision order.
 	Events []Event
+	// Revision is the lobby's revision after the transition.
+	Revision uint64
 	// Changed reports whether the state changed and must be committed;
 	// invisible changes (a heartbeat, a second tab) count.
 	Changed bool

@@ -87,12 +87,24 @@ func (m *Machine) Apply(s *State, cmd Command, now time.Time) (Result, error) {
 }
 
 func (m *Machine) check(s *State, cmd Command, now time.Time) error {
-	if now.Before(minTime) || now.After(maxTime) {
-		return fmt.Errorf("%w: %v", ErrInvalidTime, now)
+	if err := checkTime(now); err != nil {
+		return err
 	}
 	if s == nil {
 		return fmt.Errorf("%w: nil state", ErrInvalidCommand)
 	}
+	return checkCommand(cmd)
+}
+
+func checkTime(now time.Time) error {
+	if now.Before(minTime) || now.After(maxTime) {
+		return fmt.Errorf("%w: %v", ErrInvalidTime, now)
+	}
+	return nil
+}
+
+// checkCommand validates what a command carries, before any state is seen.
+func checkCommand(cmd Command) error {
 	switch cmd.Op {
 	case OpTick:
 		return nil
@@ -165,6 +177,7 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 		s.Updated = last
 	}
 	r.Changed = changed || caughtUp
+	r.Revision = s.Revision
 	return r, nil
 }
 

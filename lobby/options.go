@@ -1,0 +1,179 @@
+package lobby
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// Publisher receives committed events from [Service.Run]'s relay.
+//
+// Events arrive at least once (a failed or interrupted Publish is retried
+// with the same events and possibly more), in revision order per lobby.
+// Consumers drop duplicates by revision (see package revision). Publish
+// should return promptly; while it fails, events stay in the store's outbox
+// and the relay retries with backoff.
+type Publisher interface {
+	Publish(ctx context.Context, events []Event) error
+}
+
+// PublisherFunc adapts a function to a Publisher.
+type PublisherFunc func(ctx context.Context, events []Event) error
+
+// Publish calls f.
+func (f PublisherFunc) Publish(ctx context.Context, events []Event) error { return f(ctx, events) }
+
+// Observation describes one command a Service handled, for metrics.
+type Observation struct {
+	Lobby   string
+	Command Command
+	// Result is what the command did; zero when Err is set.
+	Result Result
+	// Err is the command's error (a refusal, a store failure), if any.
+	Err error
+	// Committed reports whether a new version of the lobby was stored.
+	Committed bool
+	// Attempts is the number of compare-and-set attempts (1 without
+	// contention).
+	Attempts int
+}
+
+// Observer is told about every command a Service handles, after the
+// outcome is final. It is called synchronously on the command's goroutine
+// and must be fast and safe for concurrent use; [Counters] is a ready-made
+// one.
+type Observer interface {
+	Observe(Observation)
+}
+
+// Option configures a Service.
+type Option func(*config) error
+
+type config struct {
+	policy     Policy
+	clock      clockwork.Clock
+	publisher  Publisher
+	logger     *slog.Logger
+	observer   Observer
+	pseudonym  []byte
+	sweepBatch int
+	relayBatch int
+	resync     time.Duration
+	maxRetries int
+	claimHold  time.Duration
+	cache      bool
+}
+
+func defaultConfig() config {
+	return config{
+		policy:     DefaultPolicy(),
+		clock:      clockwork.NewRealClock(),
+		publisher:  PublisherFunc(func(context.Context, []Event) error { return nil }),
+		logger:     slog.New(slog.DiscardHandler),
+		sweepBatch: 256,
+		relayBatch: 256,
+		resync:     time.Minute,
+		maxRetries: 32,
+		claimHold:  30 * time.Second,
+		cache:      true,
+	}
+}
+
+// WithPolicy sets the lobby policy (default [DefaultPolicy]). It is
+// validated by NewService.
+func WithPolicy(p Policy) Option {
+	return func(c *config) error { c.policy = p; return nil }
+}
+
+// WithClock sets the clock every transition reads (default: the real
+// clock). Tests pass a clockwork.FakeClock. Every process sharing a store
+// should read the same clock source; see the package documentation on time.
+func WithClock(clock clockwork.Clock) Option {
+	return func(c *config) error {
+		if clock == nil {
+			return fmt.Errorf("%w: nil clock", ErrInvalidPolicy)
+		}
+		c.clock = clock
+		return nil
+	}
+}
+
+// WithPublisher sets where Run's relay delivers committed events. Without
+// one, the relay acknowledges events without delivering them, so the outbox
+// does not grow.
+func WithPublisher(p Publisher) Option {
+	return func(c *config) error {
+		if p == nil {
+			return fmt.Errorf("%w: nil publisher", ErrInvalidPolicy)
+		}
+		c.publisher = p
+		return nil
+	}
+}
+
+// WithLogger sets the structured decision log (default: discard). Every
+// committed visible change is logged at Info with the lobby, the old and
+// new revision, the reason and the player's pseudonym; store failures and
+// retries at Warn. Player IDs are never logged in clear: see
+// WithPseudonymKey.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidPolicy)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithPseudonymKey sets the key of the keyed hash that turns player IDs
+// into pseudonyms in logs. With the same key, a player has the same
+// pseudonym across processes and restarts; without one, a random key is
+// drawn per Service. The key must be at least 16 bytes.
+func WithPseudonymKey(key []byte) Option {
+	return func(c *config) error {
+		if len(key) < 16 {
+			return fmt.Errorf("%w: pseudonym key shorter than 16 bytes", ErrInvalidPolicy)
+		}
+		c.pseudonym = append([]byte(nil), key...)
+		return nil
+	}
+}
+
+// WithObserver registers an observer of every command (for metrics).
+func WithObserver(o Observer) Option {
+	return func(c *config) error {
+		if o == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalidPolicy)
+		}
+		c.observer = o
+		return nil
+	}
+}
+
+// WithResync sets the longest time Run's sweeper sleeps without looking at
+// the store's due index (default one minute). The sweeper normally wakes at
+// the next deadline it knows of; the resync catches deadlines written by
+// other processes into a store without change notifications. It is a safety
+// net, not a polling interval.
+func WithResync(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: resync must be positive", ErrInvalidPolicy)
+		}
+		c.resync = d
+		return nil
+	}
+}
+
+// WithoutCache makes every command load the lobby from the store. By
+// default a Service keeps the lobbies it last wrote decoded in memory and
+// writes against their known version, falling back to a load when another
+// process wrote in between (the compare-and-set detects it). Disable it to
+// trade speed for memory.
+func WithoutCache() Option {
+	return func(c *config) error { c.cache = false; return nil }
+}

@@ -1,0 +1,254 @@
+package lobby
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// farFuture asks the store for its earliest deadline of all.
+var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Run applies expiries at their deadlines and relays committed events to
+// the Publisher until ctx is done; then it stops both loops and returns
+// nil. Run returns ErrRunning if the Service is already running, and an
+// error if the store's change notifications cannot be set up.
+//
+// The sweeper sleeps on a timer set to the earliest deadline in the store,
+// is woken early when this Service commits an earlier one, and looks at the
+// store at least every resync interval (WithResync), which is how it finds
+// deadlines of other processes that stopped sweeping. Each pass applies every due deadline,
+// lobby by lobby in (deadline, lobby ID) order. Because expiries are applied
+// as of their deadlines, a sweeper that was paused or restarted produces
+// the same history as one that ran on time.
+//
+// The relay wakes when this Service commits events (or, with a
+// store.Notifier, when any process does), reads the store's outbox, hands
+// events to the Publisher in
+// revision order per lobby, and acknowledges them once Publish returns nil.
+// Failures are retried with backoff; nothing is acknowledged that was not
+// published.
+//
+// Several processes may run Run on one shared store: compare-and-set
+// keeps expiries exactly-once, and each event is published at least once
+// by some process (see the store's outbox documentation for fan-out).
+func (s *Service) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer s.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	if n, ok := s.st.(store.Notifier); ok {
+		ch, err := n.Notify(ctx)
+		if err != nil {
+			return fmt.Errorf("lobby: store notifications: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range ch {
+				poke(s.relayPoke)
+			}
+		}()
+	}
+	wg.Add(2)
+	go func() { defer wg.Done(); s.sweepLoop(ctx) }()
+	go func() { defer wg.Done(); s.relayLoop(ctx) }()
+	wg.Wait()
+	return nil
+}
+
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// wait sleeps d on the Service's clock, or until woken or ctx is done. It
+// reports false when ctx is done.
+func (s *Service) wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.Chan():
+	case <-wake:
+	}
+	return true
+}
+
+// backoff doubles from 100 ms up to 10 s.
+func backoff(failures int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < failures && d < 10*time.Second; i++ {
+		d *= 2
+	}
+	return min(d, 10*time.Second)
+}
+
+func (s *Service) sweepLoop(ctx context.Context) {
+	failures := 0
+	for {
+		// Awake: every commit with a deadline pokes, so that one written
+		// while this pass plans its sleep is not missed.
+		s.nextWakeNs.Store(math.MaxInt64)
+		_, err := s.sweep(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		sleep := s.cfg.resync
+		if err != nil {
+			failures++
+			sleep = backoff(failures)
+			s.log.Warn("lobby sweep failed", "err", err, "retry_in", sleep)
+		} else {
+			failures = 0
+			next, ok, nerr := s.nextDeadline(ctx)
+			switch {
+			case nerr != nil:
+				failures++
+				sleep = backoff(failures)
+			case ok:
+				sleep = min(sleep, s.clock.Until(next))
+			}
+		}
+		s.nextWakeNs.Store(s.clock.Now().Add(sleep).UnixNano())
+		if !s.wait(ctx, sleep, s.sweepPoke) {
+			return
+		}
+	}
+}
+
+func (s *Service) nextDeadline(ctx context.Context) (time.Time, bool, error) {
+	due, err := s.st.Due(ctx, farFuture, 1)
+	if err != nil || len(due) == 0 {
+		return time.Time{}, false, err
+	}
+	return due[0].Deadline, true, nil
+}
+
+// Sweep applies every deadline due now, lobby by lobby in (deadline, lobby
+// ID) order, and returns how many lobbies it changed. Run calls it; call it
+// yourself to drive expiries from your own scheduler instead. Lobbies whose
+// transition fails (a corrupt record, say) are skipped for this pass and
+// reported in the error, joined; the others are still swept.
+func (s *Service) Sweep(ctx context.Context) (int, error) {
+	return s.sweep(ctx)
+}
+
+func (s *Service) sweep(ctx context.Context) (int, error) {
+	now := s.clock.Now()
+	claimer, claims := s.st.(store.Claimer)
+	changed := 0
+	seen := map[string]bool{} // one transition per lobby and pass applies all it has due
+	var errs []error
+	for {
+		var due []store.Due
+		var err error
+		if claims {
+			due, err = claimer.Claim(ctx, now, s.cfg.sweepBatch, s.cfg.claimHold)
+		} else {
+			due, err = s.st.Due(ctx, now, s.cfg.sweepBatch)
+		}
+		if err != nil {
+			return changed, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
+		}
+		progress := false
+		for _, d := range due {
+			if seen[d.ID] {
+				continue
+			}
+			seen[d.ID] = true
+			res, err := s.Do(ctx, d.ID, Tick())
+			if err != nil {
+				if ctx.Err() != nil {
+					return changed, ctx.Err()
+				}
+				errs = append(errs, fmt.Errorf("lobby %q: %w", d.ID, err))
+				continue
+			}
+			progress = true
+			if res.Changed {
+				changed++
+			}
+		}
+		if len(due) < s.cfg.sweepBatch || !progress {
+			return changed, errors.Join(errs...)
+		}
+	}
+}
+
+func (s *Service) relayLoop(ctx context.Context) {
+	failures := 0
+	for {
+		n, err := s.relay(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err != nil:
+			failures++
+			d := backoff(failures)
+			s.log.Warn("lobby relay failed", "err", err, "retry_in", d)
+			if !s.wait(ctx, d, nil) {
+				return
+			}
+		case n == s.cfg.relayBatch:
+			failures = 0 // more may be waiting
+		default:
+			failures = 0
+			if !s.wait(ctx, s.cfg.resync, s.relayPoke) {
+				return
+			}
+		}
+	}
+}
+
+// Relay publishes one batch of pending outbox events and acknowledges it,
+// returning how many events it acknowledged. Run calls it; call it yourself
+// to drive delivery from your own loop. An event whose bytes do not decode
+// is logged and acknowledged, so that it cannot block the outbox.
+func (s *Service) Relay(ctx context.Context) (int, error) {
+	return s.relay(ctx)
+}
+
+func (s *Service) relay(ctx context.Context) (int, error) {
+	pending, err := s.st.Pending(ctx, s.cfg.relayBatch)
+	if err != nil || len(pending) == 0 {
+		if err != nil {
+			err = fmt.Errorf("lobby: outbox: %w", err)
+		}
+		return 0, err
+	}
+	events := make([]Event, 0, len(pending))
+	for _, p := range pending {
+		ev, err := DecodeEvent(p.Data)
+		if err != nil {
+			s.log.Error("lobby outbox entry dropped", "lobby", p.Lobby, "seq", p.Seq, "err", err)
+			continue
+		}
+		events = append(events, ev)
+	}
+	if len(events) > 0 {
+		if err := s.cfg.publisher.Publish(ctx, events); err != nil {
+			return 0, fmt.Errorf("lobby: publish: %w", err)
+		}
+	}
+	if err := s.st.Ack(ctx, pending); err != nil {
+		return 0, fmt.Errorf("lobby: outbox ack: %w", err)
+	}
+	return len(pending), nil
+}
