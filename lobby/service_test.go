@@ -435,7 +435,7 @@ func TestRestartedProcessFinishesOverdueTransitions(t *testing.T) {
 		}
 	}
 	want := []string{
-		"lease_expired:p-17", // t0+8s
+		"lease_expired:p-17",                                 // t0+8s
 		"timed_out:p-23", "timed_out:p-41", "timed_out:p-62", // t0+15s
 		"lease_expired:p-23", "lease_expired:p-41", "lease_expired:p-62", // t0+23s
 	}
