@@ -10,9 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Tuning of the listening connection. Variables, not constants, only so that
-// tests can shorten them.
-var (
+// Tuning of the listening connection and the wake-ups.
+const (
 	// listenKeepalive is how long the listener waits for a notification
 	// before it pings the server to find out whether the connection still
 	// works (a half-open TCP connection would otherwise stay silent).
@@ -35,6 +34,10 @@ type notifier struct {
 	subs map[chan struct{}]struct{}
 	// stop cancels the running listener; nil while none runs.
 	stop context.CancelFunc
+	// keepalive is listenKeepalive, shortened by tests.
+	keepalive time.Duration
+	// pings counts the keepalive pings that succeeded.
+	pings atomic.Int64
 	// listened, if set (by tests, before the first Notify), is called with
 	// the backend PID of each connection once it is listening.
 	listened func(pid uint32)
@@ -43,6 +46,7 @@ type notifier struct {
 func (n *notifier) init(s *Store) {
 	n.s = s
 	n.subs = make(map[chan struct{}]struct{})
+	n.keepalive = listenKeepalive
 }
 
 // Notify returns a channel that receives a value (coalesced: one value may
@@ -53,7 +57,7 @@ func (n *notifier) init(s *Store) {
 //
 // The Store keeps one dedicated connection (outside the pool, configured
 // like it) listening while any channel is open, pings it after a quiet
-// minute-fraction to detect a dead link, and reconnects with backoff.
+// half minute to detect a dead link, and reconnects with backoff.
 // Notify returns an error if that connection has to be opened and cannot
 // be; once Notify has returned, writes committed afterwards are signalled.
 //
@@ -137,7 +141,7 @@ func (n *notifier) run(ctx context.Context, conn *pgx.Conn) {
 // answered by a ping.
 func (n *notifier) wait(ctx context.Context, conn *pgx.Conn) error {
 	for {
-		wctx, cancel := context.WithTimeout(ctx, listenKeepalive)
+		wctx, cancel := context.WithTimeout(ctx, n.keepalive)
 		_, err := conn.WaitForNotification(wctx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
@@ -152,6 +156,7 @@ func (n *notifier) wait(ctx context.Context, conn *pgx.Conn) error {
 		if err != nil {
 			return err
 		}
+		n.pings.Add(1)
 	}
 }
 
