@@ -8,6 +8,10 @@ require (
 	github.com/redis/rueidis v1.0.79
 )
 
-require golang.org/x/sys v0.47.0 // indirect
+require (
+	github.com/anishathalye/porcupine v1.3.1 // indirect
+	golang.org/x/sys v0.47.0 // indirect
+	pgregory.net/rapid v1.3.0 // indirect
+)
 
 replace github.com/lobbyhost/lobbyhost => ../..

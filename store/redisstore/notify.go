@@ -30,6 +30,11 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// Receive keeps retrying while the server is unreachable; ask once
+	// first so that Notify fails promptly then.
+	if err := s.c.Do(ctx, s.c.B().Ping().Build()).Error(); err != nil {
+		return nil, fmt.Errorf("redisstore: notify: %w", err)
+	}
 	ch := make(chan struct{}, 1)
 	poke := func() {
 		select {

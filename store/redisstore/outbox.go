@@ -14,8 +14,9 @@ import (
 )
 
 // The outbox of a shard is a stream: XADD in the write script gives each
-// event an entry ID that grows with every append, so XRANGE reads the
-// shard's events in commit order. A hash beside it maps each event's
+// event an entry ID that grows with every append (the commit time in
+// microseconds, then a counter), so XRANGE reads the shard's events in
+// commit order and the shards merge by entry ID. A hash beside it maps each event's
 // (seq, lobby) to its entry IDs, which is how Ack finds what to XDEL.
 
 // ackBatch bounds the events one Ack script handles, so that a huge Ack does
@@ -42,7 +43,8 @@ func parseEntryID(s string) (entryID, bool) {
 // gives nil. Each event's Data is a new slice the caller owns (nil when
 // empty). A limit below 1 is store.ErrInvalid. Events stay pending until
 // acknowledged. With several shards, events of different shards are merged
-// by the time the server committed them (see the package documentation).
+// by the time their commit read from the server's clock, in microseconds
+// (see the package documentation).
 func (s *Store) Pending(ctx context.Context, limit int) ([]store.Event, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -23,10 +23,14 @@
 //   - Versions, floors, due order and outbox order follow package store,
 //     with deadlines exact to the nanosecond.
 //   - With one shard, Pending returns events in commit order. With several,
-//     the events of each lobby still come in commit order, but the order
-//     between lobbies of different shards follows the servers' clocks at
-//     millisecond resolution: commits in the same millisecond may come out
-//     in either order.
+//     the events of each lobby still come in commit order, and events of
+//     different shards are merged by the server clock's reading at commit,
+//     in microseconds. That is commit order on one server unless two commits
+//     share a microsecond (then they were concurrent, and either order is
+//     one they could have had). Across the nodes of a Cluster it is only as
+//     good as the nodes' clock agreement, and a clock stepped back can put a
+//     later commit of one shard before an earlier commit of another.
+//   - It needs Redis 7.0 or later.
 //   - The data is only as durable as the Redis configuration: a server that
 //     restarts without persistence comes back empty, forgetting the floors
 //     that keep versions from repeating. See docs/redis.md.

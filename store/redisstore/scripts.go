@@ -21,6 +21,15 @@ import (
 
 // writeScript commits a Write.
 //
+// Outbox entry IDs are the server's clock in microseconds (not the default
+// milliseconds) and a counter, so that Pending can merge the outboxes of
+// several shards in commit order: writes to different shards are told apart
+// unless they commit in the same microsecond. If the stream already has a
+// later ID (the clock stepped back, or a failover to a server whose clock is
+// behind), XADD refuses the explicit time, and the script lets Redis pick
+// the next ID after the last one instead, which keeps each shard's own
+// order.
+//
 //	KEYS: record, due, out, ix
 //	ARGV: expected, new version, data, deadline key or "", lobby ID,
 //	      notify channel, then seq and data of each event
@@ -43,9 +52,18 @@ else
   if old then redis.call('HDEL', KEYS[1], 't') end
 end
 if cur[3] then redis.call('HDEL', KEYS[1], 'c') end
+local us = '*'
+if #ARGV > 6 then
+  local now = redis.call('TIME')
+  us = now[1] .. string.format('%06d', tonumber(now[2])) .. '-*'
+end
 for i = 7, #ARGV, 2 do
   local seq = ARGV[i]
-  local sid = redis.call('XADD', KEYS[3], '*', 'l', id, 's', seq, 'd', ARGV[i + 1])
+  local sid = redis.pcall('XADD', KEYS[3], us, 'l', id, 's', seq, 'd', ARGV[i + 1])
+  if type(sid) == 'table' then
+    us = '*'
+    sid = redis.call('XADD', KEYS[3], us, 'l', id, 's', seq, 'd', ARGV[i + 1])
+  end
   local f = seq .. ':' .. id
   local prev = redis.call('HGET', KEYS[4], f)
   if prev then sid = prev .. ' ' .. sid end
