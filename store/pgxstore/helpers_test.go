@@ -122,17 +122,6 @@ func dropSchema(tb testing.TB, pool *pgxpool.Pool, schema string) {
 	}
 }
 
-// exec runs sql on the store's pool with the schema placeholder _S_ filled
-// in, failing the test on error.
-func exec(tb testing.TB, s *Store, sql string, args ...any) {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := s.pool.Exec(ctx, s.sql(sql), args...); err != nil {
-		tb.Fatalf("%s: %v", sql, err)
-	}
-}
-
 // sql fills in the schema placeholder _S_ of a test statement.
 func (s *Store) sql(q string) string {
 	return strings.ReplaceAll(q, "_S_.", quoteIdent(s.schema)+".")

@@ -1,0 +1,106 @@
+package pgxstore
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// benchLobbies matches the row count of the pgbench ceiling in bench/run.sh.
+const benchLobbies = 10_000
+
+// BenchmarkWriteHeartbeat measures heartbeat-like Writes (no events, a new
+// deadline, ~200 bytes of data) from 1, 8 and 32 concurrent clients, each
+// client writing its own lobbies so that no write conflicts. The writes/s
+// metric is what bench/run.sh compares with pgbench's one-row UPDATE
+// ceiling on the same server.
+func BenchmarkWriteHeartbeat(b *testing.B) {
+	for _, clients := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			benchHeartbeat(b, clients)
+		})
+	}
+}
+
+func benchHeartbeat(b *testing.B, clients int) {
+	pool := benchPool(b, int32(clients)+2) // +2: the wake-up sender and slack
+	s := newTestStoreOn(b, pool)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte{'x'}, 200)
+	base := time.Unix(1_800_000_000, 0)
+	if _, err := pool.Exec(ctx, s.sql(`INSERT INTO _S_.lobbies (id, version, data, deadline)
+SELECT convert_to('lobby-' || g, 'UTF8'), 1, $1, $2 FROM generate_series(0, $3 - 1) AS g`),
+		data, base.UnixNano(), benchLobbies); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, benchLobbies)
+	versions := make([]uint64, benchLobbies)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lobby-%d", i)
+		versions[i] = 1
+	}
+
+	var (
+		done   atomic.Int64
+		failed atomic.Pointer[error]
+		wg     sync.WaitGroup
+	)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		wg.Go(func() {
+			// Client c owns lobbies c, c+clients, c+2*clients, ...
+			j := c
+			for n := done.Add(1); n <= int64(b.N); n = done.Add(1) {
+				w := store.Write{
+					ID:       ids[j],
+					Expected: versions[j],
+					Data:     data,
+					Deadline: base.Add(time.Duration(n) * time.Millisecond),
+				}
+				if err := s.Write(ctx, w); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				versions[j]++
+				if j += clients; j >= benchLobbies {
+					j = c
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatalf("Write: %v", *err)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+}
+
+// benchPool returns a pool of its own for a benchmark, with the server's
+// default settings (in particular synchronous_commit), as pgbench has.
+func benchPool(b *testing.B, maxConns int32) *pgxpool.Pool {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(testDSN(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg.MaxConns = maxConns
+	cfg.MinConns = maxConns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool
+}
