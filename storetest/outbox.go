@@ -105,7 +105,7 @@ func checkOutboxAtomic(h *harness) {
 	// Concurrent: writers race on two lobbies; each winning write of
 	// version v carries the event with Seq v. An observer alternates
 	// Load-then-Pending and Pending-then-Load and checks both directions.
-	const writers, perLobby = 4, 120
+	const writers, perLobby = 4, 200
 	lobbies := []string{"atomic-x", "atomic-y"}
 	var (
 		wg       sync.WaitGroup
@@ -153,64 +153,90 @@ func checkOutboxAtomic(h *harness) {
 			}
 		})
 	}
-	maxSeq := func(p []store.Event, id string) (uint64, map[uint64]bool) {
-		var m uint64
-		seen := map[uint64]bool{}
-		for _, e := range p {
-			if e.Lobby == id {
-				m = max(m, e.Seq)
-				seen[e.Seq] = true
-			}
-		}
-		return m, seen
+	// The observer acknowledges what it has seen, so Pending stays short
+	// and the loop fast; delivered is everything it acknowledged, in the
+	// order Pending returned it.
+	var delivered []store.Event
+	acked := map[string]map[uint64]bool{}
+	for _, id := range lobbies {
+		acked[id] = map[uint64]bool{}
 	}
 	observed := make(chan struct{})
 	go func() {
 		defer close(observed)
-		limit := len(lobbies)*perLobby + writers + 10
+		pending := func() ([]store.Event, bool) {
+			p, err := h.s.Pending(h.ctx, 1000)
+			if err != nil {
+				fail("observer: Pending = %v", err)
+				return nil, false
+			}
+			return p, true
+		}
+		load := func(id string) (uint64, bool) {
+			r, err := h.s.Load(h.ctx, id)
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				fail("observer: Load(%q) = %v", id, err)
+				return 0, false
+			}
+			return r.Version, true
+		}
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				return
 			default:
 			}
-			id := lobbies[i%len(lobbies)]
+			id := lobbies[(i/2)%len(lobbies)]
+			var p []store.Event
 			if i%2 == 0 {
-				// Record first: every version it shows must have its event.
-				r, err := h.s.Load(h.ctx, id)
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					fail("observer: Load(%q) = %v", id, err)
+				// Record first: every version it shows has its event.
+				v, ok := load(id)
+				if !ok {
 					return
 				}
-				p, err := h.s.Pending(h.ctx, limit)
-				if err != nil {
-					fail("observer: Pending = %v", err)
+				if p, ok = pending(); !ok {
 					return
 				}
-				_, seen := maxSeq(p, id)
-				for v := uint64(1); v <= r.Version; v++ {
-					if !seen[v] {
-						fail("Load(%q) showed version %d, but the event of version %d was not pending afterwards", id, r.Version, v)
+				seen := map[uint64]bool{}
+				for _, e := range p {
+					if e.Lobby == id {
+						seen[e.Seq] = true
+					}
+				}
+				for s := uint64(1); s <= v; s++ {
+					if !seen[s] && !acked[id][s] {
+						fail("Load(%q) showed version %d, but the event of version %d was neither pending afterwards nor acknowledged before", id, v, s)
 						return
 					}
 				}
 			} else {
-				// Events first: every event must have its record.
-				p, err := h.s.Pending(h.ctx, limit)
-				if err != nil {
-					fail("observer: Pending = %v", err)
+				// Events first: every event has its record.
+				var ok bool
+				if p, ok = pending(); !ok {
 					return
 				}
-				m, _ := maxSeq(p, id)
-				r, err := h.s.Load(h.ctx, id)
-				if err != nil && !errors.Is(err, store.ErrNotFound) {
-					fail("observer: Load(%q) = %v", id, err)
+				v, ok := load(id)
+				if !ok {
 					return
 				}
-				if r.Version < m {
-					fail("Pending showed event %d of %q, but Load afterwards showed version %d", m, id, r.Version)
+				for _, e := range p {
+					if e.Lobby == id && e.Seq > v {
+						fail("Pending showed event %d of %q, but Load afterwards showed version %d", e.Seq, id, v)
+						return
+					}
+				}
+			}
+			for _, e := range p {
+				if acked[e.Lobby][e.Seq] {
+					fail("event %d of %q pending again after it was acknowledged", e.Seq, e.Lobby)
 					return
 				}
+				acked[e.Lobby][e.Seq] = true
+			}
+			delivered = append(delivered, p...)
+			if err := h.s.Ack(h.ctx, p); err != nil {
+				fail("observer: Ack = %v", err)
+				return
 			}
 		}
 	}()
@@ -224,10 +250,11 @@ func checkOutboxAtomic(h *harness) {
 		return
 	}
 
-	// Finally: exactly one event per version, in version order per lobby.
-	p := h.pending(len(lobbies)*perLobby + 10)
+	// Finally: every version delivered exactly once, in version order per
+	// lobby.
+	delivered = append(delivered, h.pending(len(lobbies)*perLobby+10)...)
 	got := map[string][]uint64{}
-	for _, e := range p {
+	for _, e := range delivered {
 		got[e.Lobby] = append(got[e.Lobby], e.Seq)
 	}
 	for li, id := range lobbies {
@@ -240,7 +267,7 @@ func checkOutboxAtomic(h *harness) {
 			h.t.Errorf("lobby %q: version %d after %d winning writes", id, r.Version, wins[li])
 		}
 		if d := diff(want, got[id]); d != "" {
-			h.t.Errorf("lobby %q: pending Seqs are not one per version in order (-want +got):\n%s", id, d)
+			h.t.Errorf("lobby %q: delivered Seqs are not one per version in order (-want +got):\n%s", id, d)
 		}
 	}
 }
