@@ -69,11 +69,10 @@ func drawSchedule(t *rapid.T) []schedStep {
 
 // schedRunner turns schedule steps into commands and times.
 type schedRunner struct {
-	m       *Machine
-	s       *State
-	clock   time.Time // the latest command time
-	issued  map[string][]uint64
-	lastCmd Command
+	m      *Machine
+	s      *State
+	clock  time.Time // the latest command time
+	issued map[string][]uint64
 }
 
 func newSchedRunner(m *Machine) *schedRunner {
