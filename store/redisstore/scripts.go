@@ -65,9 +65,11 @@ for i = 7, #ARGV, 2 do
     sid = redis.call('XADD', KEYS[3], us, 'l', id, 's', seq, 'd', ARGV[i + 1])
   end
   local f = seq .. ':' .. id
-  local prev = redis.call('HGET', KEYS[4], f)
-  if prev then sid = prev .. ' ' .. sid end
-  redis.call('HSET', KEYS[4], f, sid)
+  if redis.call('HSETNX', KEYS[4], f, sid) == 0 then
+    -- The contract forbids reusing (lobby, seq), but if a caller does,
+    -- keep both entries so that one Ack removes them all.
+    redis.call('HSET', KEYS[4], f, redis.call('HGET', KEYS[4], f) .. ' ' .. sid)
+  end
 end
 redis.call('PUBLISH', ARGV[6], 'w')
 return 1

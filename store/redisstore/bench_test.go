@@ -1,0 +1,125 @@
+package redisstore_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// benchClients are the concurrency levels of the write benchmarks, matched
+// by bench/run.sh against redis-benchmark's EVALSHA figures.
+var benchClients = []int{1, 8, 32}
+
+// BenchmarkWrite measures commits per second with c goroutines, each
+// writing its own lobby (no conflicts):
+//
+//   - heartbeat: a record of 256 bytes whose deadline moves on every write
+//     and no events, what a heartbeat commits;
+//   - events: the same plus one 256-byte event, what a visible change commits.
+//
+// It reports writes/s, the figure bench/run.sh compares.
+func BenchmarkWrite(b *testing.B) {
+	for _, kind := range []string{"heartbeat", "events"} {
+		for _, c := range benchClients {
+			b.Run(fmt.Sprintf("%s/clients=%d", kind, c), func(b *testing.B) {
+				benchWrite(b, c, kind == "events")
+			})
+		}
+	}
+}
+
+func benchWrite(b *testing.B, clients int, withEvents bool) {
+	s := newStore(b)
+	data := make([]byte, 256)
+	for i := range data {
+		data[i] = byte('a' + i%26)
+	}
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for g := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			id := "bench-" + strconv.Itoa(g)
+			var version uint64
+			w := store.Write{ID: id, Data: data}
+			events := []store.Event{{Lobby: id, Data: data}}
+			for next.Add(1) <= int64(b.N) {
+				w.Expected = version
+				w.Deadline = t0.Add(time.Duration(version) * time.Millisecond)
+				if withEvents {
+					events[0].Seq = version + 1
+					w.Events = events
+				}
+				if err := s.Write(ctx, w); err != nil {
+					errMu.Lock()
+					if first == nil {
+						first = err
+					}
+					errMu.Unlock()
+					return
+				}
+				version++
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if first != nil {
+		b.Fatalf("Write: %v", first)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+}
+
+// BenchmarkLoad measures single-lobby reads with c goroutines, for
+// comparison with the writes.
+func BenchmarkLoad(b *testing.B) {
+	for _, c := range benchClients {
+		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
+			s := newStore(b)
+			if err := s.Write(context.Background(), store.Write{ID: "l", Data: make([]byte, 256), Deadline: t0}); err != nil {
+				b.Fatal(err)
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			var failed atomic.Bool
+			b.ReportAllocs()
+			b.ResetTimer()
+			start := time.Now()
+			for range c {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if _, err := s.Load(context.Background(), "l"); err != nil {
+							failed.Store(true)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			b.StopTimer()
+			if failed.Load() {
+				b.Fatal("Load failed")
+			}
+			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "loads/s")
+		})
+	}
+}
