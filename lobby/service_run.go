@@ -105,25 +105,30 @@ func (s *Service) sweepLoop(ctx context.Context) {
 		// Awake: every commit with a deadline pokes, so that one written
 		// while this pass plans its sleep is not missed.
 		s.nextWakeNs.Store(math.MaxInt64)
-		_, err := s.sweep(ctx)
+		changed, err := s.sweep(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		sleep := s.cfg.resync
+		if err == nil {
+			var next time.Time
+			var ok bool
+			next, ok, err = s.nextDeadline(ctx)
+			if ok {
+				sleep = min(sleep, s.clock.Until(next))
+			}
+			if err == nil && sleep <= 0 && changed == 0 {
+				// Still due, yet the pass changed nothing: a lobby that
+				// fails (claimed, corrupt) must not make the loop spin.
+				err = errors.New("due lobbies could not be advanced")
+			}
+		}
 		if err != nil {
 			failures++
 			sleep = backoff(failures)
 			s.log.Warn("lobby sweep failed", "err", err, "retry_in", sleep)
 		} else {
 			failures = 0
-			next, ok, nerr := s.nextDeadline(ctx)
-			switch {
-			case nerr != nil:
-				failures++
-				sleep = backoff(failures)
-			case ok:
-				sleep = min(sleep, s.clock.Until(next))
-			}
 		}
 		s.nextWakeNs.Store(s.clock.Now().Add(sleep).UnixNano())
 		if !s.wait(ctx, sleep, s.sweepPoke) {

@@ -733,3 +733,56 @@ func TestCountersObserve(t *testing.T) {
 		t.Fatalf("counters (-want +got):\n%s", diff)
 	}
 }
+
+// TestRunDoesNotSpinOnAStuckLobby: a corrupt record whose deadline has
+// passed cannot be advanced; the sweeper must back off on a timer instead
+// of looping.
+func TestRunDoesNotSpinOnAStuckLobby(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := clockwork.NewFakeClockAt(t0)
+	mem := memstore.New()
+	if err := mem.Write(ctx, store.Write{ID: "stuck", Data: []byte("garbage"), Deadline: t0.Add(-time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	svc := newService(t, mem, clock)
+	go svc.Run(ctx)
+	// Both loops asleep on the fake clock's timers; a spinning sweeper
+	// never sleeps.
+	wait, cancelWait := context.WithTimeout(ctx, hangGuard)
+	defer cancelWait()
+	if err := clock.BlockUntilContext(wait, 2); err != nil {
+		t.Fatalf("sweeper never slept with a stuck lobby due: %v", err)
+	}
+	// Past the first backoff, while the stuck lobby is still claimed by
+	// the failed pass, the sweeper must sleep again.
+	clock.Advance(time.Second)
+	if err := clock.BlockUntilContext(wait, 2); err != nil {
+		t.Fatalf("sweeper spun instead of sleeping: %v", err)
+	}
+	// The other lobbies are still swept.
+	g := must(t)(svc.Join(ctx, "ok", "a", nil)).Gen
+	must(t)(svc.Join(ctx, "ok", "b", nil))
+	must(t)(svc.Disconnect(ctx, "ok", "a", g))
+	clock.Advance(time.Minute)
+	deadline := time.After(hangGuard)
+	for {
+		// Read the store directly: a Snapshot would do the catch-up itself.
+		rec, err := mem.Load(ctx, "ok")
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := lobby.DecodeState(rec.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Revision >= 4 {
+			break
+		}
+		select {
+		case <-deadline:
+			t.Fatalf("lobby next to a stuck one was not swept: revision %d", st.Revision)
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
