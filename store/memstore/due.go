@@ -10,15 +10,22 @@ import (
 )
 
 // This file holds the deadline index: one binary min-heap per shard, ordered
-// by (deadline, ID), with each entry remembering its position so a changed
-// deadline costs O(log n).
+// by (deadline, ID). The heap holds each deadline inline next to its entry,
+// so sifting compares contiguous memory and touches an entry only to break a
+// tie or to record its new position; a changed deadline costs O(log n).
+
+// slot is one heap element.
+type slot struct {
+	key instant
+	e   *entry
+}
 
 // less orders the deadline index: by instant, then by ID in byte order.
-func less(a, b *entry) bool {
+func less(a, b *slot) bool {
 	if a.key != b.key {
 		return a.key.before(b.key)
 	}
-	return a.id < b.id
+	return a.e.id < b.e.id
 }
 
 // setDeadline moves e in the shard's heap to deadline d (zero: out of it).
@@ -34,58 +41,59 @@ func (sh *shard) setDeadline(e *entry, d time.Time) {
 	}
 	e.deadline = d.Round(0) // drop the monotonic reading; keep the location
 	k := instantOf(d)
-	if e.heapIdx >= 0 {
-		if e.key == k {
+	if i := int(e.heapIdx); i >= 0 {
+		if sh.due[i].key == k {
 			return
 		}
-		e.key = k
-		sh.fix(int(e.heapIdx))
+		sh.due[i].key = k
+		sh.fix(i)
 		return
 	}
-	e.key = k
-	e.heapIdx = int32(len(sh.due))
-	sh.due = append(sh.due, e)
-	sh.up(int(e.heapIdx))
+	sh.due = append(sh.due, slot{key: k, e: e})
+	sh.up(len(sh.due) - 1)
 }
 
-func (sh *shard) swap(i, j int) {
-	h := sh.due
-	h[i], h[j] = h[j], h[i]
-	h[i].heapIdx = int32(i)
-	h[j].heapIdx = int32(j)
-}
-
+// up moves the slot at i towards the root until its parent sorts first.
 func (sh *shard) up(i int) {
 	h := sh.due
+	x := h[i]
 	for i > 0 {
 		p := (i - 1) / 2
-		if !less(h[i], h[p]) {
-			return
+		if !less(&x, &h[p]) {
+			break
 		}
-		sh.swap(i, p)
+		h[i] = h[p]
+		h[i].e.heapIdx = int32(i)
 		i = p
 	}
+	h[i] = x
+	x.e.heapIdx = int32(i)
 }
 
-// down sifts i towards the leaves and reports whether it moved.
+// down moves the slot at i towards the leaves until no child sorts before
+// it, and reports whether it moved.
 func (sh *shard) down(i int) bool {
 	h := sh.due
 	n := len(h)
+	x := h[i]
 	start := i
 	for {
 		c := 2*i + 1
 		if c >= n {
 			break
 		}
-		if r := c + 1; r < n && less(h[r], h[c]) {
+		if r := c + 1; r < n && less(&h[r], &h[c]) {
 			c = r
 		}
-		if !less(h[c], h[i]) {
+		if !less(&h[c], &x) {
 			break
 		}
-		sh.swap(i, c)
+		h[i] = h[c]
+		h[i].e.heapIdx = int32(i)
 		i = c
 	}
+	h[i] = x
+	x.e.heapIdx = int32(i)
 	return i > start
 }
 
@@ -98,13 +106,12 @@ func (sh *shard) fix(i int) {
 func (sh *shard) remove(i int) {
 	h := sh.due
 	last := len(h) - 1
-	e := h[i]
+	h[i].e.heapIdx = -1
 	if i != last {
-		sh.swap(i, last)
+		h[i] = h[last]
 	}
-	h[last] = nil
+	h[last] = slot{}
 	sh.due = h[:last]
-	e.heapIdx = -1
 	if i != last {
 		sh.fix(i)
 	}
@@ -138,16 +145,16 @@ type best struct {
 
 func (b *best) full() bool { return len(b.h) >= b.limit }
 
-// beats reports whether an entry with this key and ID would be kept.
-func (b *best) beats(e *entry) bool {
+// beats reports whether the entry in slot x would be kept.
+func (b *best) beats(x *slot) bool {
 	if !b.full() {
 		return true
 	}
 	w := &b.h[0]
-	if e.key != w.key {
-		return e.key.before(w.key)
+	if x.key != w.key {
+		return x.key.before(w.key)
 	}
-	return e.id < w.id
+	return x.e.id < w.id
 }
 
 func (b *best) add(c candidate) {
@@ -196,8 +203,7 @@ func (s *Store) search(now time.Time, limit int, unclaimed bool) []candidate {
 		sh.mu.Lock()
 		h := sh.due
 		ok := func(i int) bool {
-			e := h[i]
-			return !nowKey.before(e.key) && b.beats(e)
+			return !nowKey.before(h[i].key) && b.beats(&h[i])
 		}
 		frontier = frontier[:0]
 		if len(h) > 0 && ok(0) {
@@ -205,13 +211,13 @@ func (s *Store) search(now time.Time, limit int, unclaimed bool) []candidate {
 		}
 		for len(frontier) > 0 {
 			i := int(popIndex(&frontier, h))
-			e := h[i]
-			if !b.beats(e) {
-				// Everything left in this shard sorts after e.
+			x := &h[i]
+			if !b.beats(x) {
+				// Everything left in this shard sorts after x.
 				break
 			}
-			if !unclaimed || !e.claimed || !nowKey.before(e.claim) {
-				b.add(candidate{e: e, key: e.key, id: e.id, deadline: e.deadline})
+			if e := x.e; !unclaimed || !e.claimed || !nowKey.before(e.claim) {
+				b.add(candidate{e: e, key: x.key, id: e.id, deadline: e.deadline})
 			}
 			for _, c := range [2]int{2*i + 1, 2*i + 2} {
 				if c < len(h) && ok(c) {
@@ -232,12 +238,12 @@ func (s *Store) search(now time.Time, limit int, unclaimed bool) []candidate {
 
 // pushIndex and popIndex keep f a min-heap of positions in h, ordered by the
 // entries at those positions.
-func pushIndex(f *[]int32, h []*entry, i int32) {
+func pushIndex(f *[]int32, h []slot, i int32) {
 	*f = append(*f, i)
 	s := *f
 	for j := len(s) - 1; j > 0; {
 		p := (j - 1) / 2
-		if !less(h[s[j]], h[s[p]]) {
+		if !less(&h[s[j]], &h[s[p]]) {
 			break
 		}
 		s[j], s[p] = s[p], s[j]
@@ -245,7 +251,7 @@ func pushIndex(f *[]int32, h []*entry, i int32) {
 	}
 }
 
-func popIndex(f *[]int32, h []*entry) int32 {
+func popIndex(f *[]int32, h []slot) int32 {
 	s := *f
 	top := s[0]
 	last := len(s) - 1
@@ -256,10 +262,10 @@ func popIndex(f *[]int32, h []*entry) int32 {
 		if c >= len(s) {
 			break
 		}
-		if r := c + 1; r < len(s) && less(h[s[r]], h[s[c]]) {
+		if r := c + 1; r < len(s) && less(&h[s[r]], &h[s[c]]) {
 			c = r
 		}
-		if !less(h[s[c]], h[s[j]]) {
+		if !less(&h[s[c]], &h[s[j]]) {
 			break
 		}
 		s[j], s[c] = s[c], s[j]
@@ -319,7 +325,7 @@ func (s *Store) Claim(ctx context.Context, now time.Time, limit int, hold time.D
 		sh := s.shardOf(c.id)
 		sh.mu.Lock()
 		e := sh.entries[c.id]
-		if e == c.e && e.present && e.heapIdx >= 0 && e.key == c.key &&
+		if e == c.e && e.present && e.heapIdx >= 0 && sh.due[e.heapIdx].key == c.key &&
 			(!e.claimed || !nowKey.before(e.claim)) {
 			e.claimed = true
 			e.claim = until

@@ -20,12 +20,16 @@ func checkIndex(t *testing.T, s *Store) {
 	for si := range s.shards {
 		sh := &s.shards[si]
 		sh.mu.Lock()
-		for i, e := range sh.due {
-			if int(e.heapIdx) != i {
-				t.Fatalf("shard %d: entry %q at %d remembers %d", si, e.id, i, e.heapIdx)
+		for i := range sh.due {
+			x := &sh.due[i]
+			if int(x.e.heapIdx) != i {
+				t.Fatalf("shard %d: entry %q at %d remembers %d", si, x.e.id, i, x.e.heapIdx)
 			}
-			if i > 0 && less(e, sh.due[(i-1)/2]) {
-				t.Fatalf("shard %d: entry %q at %d sorts before its parent", si, e.id, i)
+			if x.key != instantOf(x.e.deadline) {
+				t.Fatalf("shard %d: entry %q has deadline %v, its slot %v", si, x.e.id, x.e.deadline, x.key)
+			}
+			if i > 0 && less(x, &sh.due[(i-1)/2]) {
+				t.Fatalf("shard %d: entry %q at %d sorts before its parent", si, x.e.id, i)
 			}
 		}
 		inHeap := 0

@@ -13,8 +13,10 @@
 // writes to different lobbies rarely wait for each other. A Write whose data
 // fits the record's current buffer and that carries no events allocates
 // nothing; Load, Pending and Due allocate the copies they return. Due and
-// Claim cost O(k log n) per shard holding due lobbies (k the limit), never a
-// scan of all lobbies. An idle lobby costs its data plus roughly 200 bytes.
+// Claim lock and peek at every shard and then walk only the due entries that
+// can still make the limit, so a query costs O(shards + k log k) for k
+// results in the common case, never a scan of all lobbies. An idle lobby
+// costs its data plus roughly 200 bytes.
 //
 // # Floors
 //
@@ -65,7 +67,7 @@ type Store struct {
 type shard struct {
 	mu      sync.Mutex
 	entries map[string]*entry
-	due     []*entry // min-heap by (deadline, ID) of the entries with a deadline
+	due     []slot // min-heap by (deadline, ID) of the entries with a deadline
 
 	// Keep neighbouring shards' locks off each other's cache lines.
 	_ [128 - (8+8+24)%128]byte
@@ -77,7 +79,6 @@ type entry struct {
 	data     []byte    // nil in a tombstone
 	deadline time.Time // as written, without monotonic reading; zero if none
 	version  uint64    // the record's version, or a tombstone's floor
-	key      instant   // deadline as a sortable key, valid while heapIdx >= 0
 	claim    instant   // claimed until then, valid while claimed
 	heapIdx  int32     // index in shard.due, or -1
 	present  bool      // false for a tombstone
