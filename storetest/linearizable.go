@@ -92,6 +92,10 @@ var registerModel = porcupine.Model{
 	},
 }
 
+// visualizeEnv names a directory where a failing linearizability check
+// writes porcupine's HTML rendering of the history.
+const visualizeEnv = "LOBBYHOST_STORETEST_VISUALIZE"
+
 // checkLinearizable: concurrent Loads and Writes on a few lobbies form a
 // linearizable history of versioned registers.
 func checkLinearizable(h *harness) {
@@ -165,9 +169,13 @@ func checkLinearizable(h *harness) {
 	case porcupine.Illegal:
 		msg := fmt.Sprintf("the history of %d concurrent Loads and Writes is not linearizable: "+
 			"some result cannot come from any order of atomic operations", len(history))
-		if dir, err := os.MkdirTemp("", "storetest-linearizability-"); err == nil {
-			path := filepath.Join(dir, "history.html")
-			if err := porcupine.VisualizePath(registerModel, info, path); err == nil {
+		if dir := os.Getenv(visualizeEnv); dir == "" {
+			msg += fmt.Sprintf(" (set %s to a directory to get an HTML visualization of the history)", visualizeEnv)
+		} else {
+			path := filepath.Join(dir, fmt.Sprintf("linearizability-%d.html", time.Now().UnixNano()))
+			if err := porcupine.VisualizePath(registerModel, info, path); err != nil {
+				msg += fmt.Sprintf(" (writing the visualization: %v)", err)
+			} else {
 				msg += "; visualization: " + path
 			}
 		}
