@@ -11,9 +11,12 @@
 //	}
 //
 // Each check is a subtest with a stable name, so one can be run alone:
-// go test -run 'TestConformance/OutboxAtomic'. The optional capabilities
-// store.Claimer and store.Notifier are found by type assertion and checked
-// when the store has them (their subtests say so and skip otherwise).
+//
+//	go test -race -run 'TestConformance/OutboxAtomic'
+//
+// The optional capabilities store.Claimer and store.Notifier are found by
+// type assertion and checked when the store has them (their subtests say so
+// and skip otherwise).
 //
 // # What the suite holds a store to
 //
@@ -37,6 +40,10 @@
 //     and write nothing.
 //   - Load and Delete of the empty ID may report either store.ErrInvalid or
 //     store.ErrNotFound; Write of it must report store.ErrInvalid.
+//
+// When the linearizability check fails, it can write porcupine's HTML
+// rendering of the offending history: set LOBBYHOST_STORETEST_VISUALIZE to a
+// directory.
 //
 // The suite runs its checks one after another, never in parallel, and takes
 // a few seconds on an in-memory store. The model-based check asks newStore
