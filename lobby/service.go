@@ -218,7 +218,9 @@ func (s *Service) Reclaim(ctx context.Context, id string) error {
 			e.version++
 			s.committed(id, st, res)
 		}
-		err = s.st.Delete(ctx, id, e.version, max(e.version, st.Floor()))
+		// The floor is above the deleted version, so a process that read
+		// that version and writes against it conflicts and reloads.
+		err = s.st.Delete(ctx, id, e.version, max(e.version+1, st.Floor()))
 		if errors.Is(err, store.ErrConflict) {
 			continue
 		}
