@@ -96,9 +96,9 @@ func checkClaim(h *harness) {
 const notifyWait = 5 * time.Second
 
 // checkNotify (store.Notifier only): a Notify channel receives a value after
-// a Write and after a Delete, every subscriber does, writers never wait for
-// a subscriber that does not read, and the channel is closed once its
-// context is done.
+// a Write that appends events, every subscriber does, writers never wait
+// for a subscriber that does not read, and the channel is closed once its
+// context is done. (Writes without events may notify or not.)
 func checkNotify(h *harness) {
 	n, ok := h.s.(store.Notifier)
 	if !ok {
@@ -137,24 +137,22 @@ func checkNotify(h *harness) {
 		}
 	}
 
-	h.write(store.Write{ID: "n", Data: []byte("1"), Deadline: t0})
-	receive(ch1, "a Write")
-	receive(ch2, "a Write")
+	ev := func(seq uint64) []store.Event { return []store.Event{{Lobby: "n", Seq: seq, Data: []byte("e")}} }
+	h.write(store.Write{ID: "n", Data: []byte("1"), Deadline: t0, Events: ev(1)})
+	receive(ch1, "a Write with events")
+	receive(ch2, "a Write with events")
 
 	// Nobody reads ch1 and ch2 now: writes must not wait for them.
 	within(h.t, "100 writes with unread Notify channels", func() {
 		for v := uint64(1); v <= 100; v++ {
-			if h.s.Write(h.ctx, store.Write{ID: "n", Expected: v, Data: []byte("x")}) != nil {
+			if h.s.Write(h.ctx, store.Write{ID: "n", Expected: v, Data: []byte("x"), Events: ev(v + 1)}) != nil {
 				return
 			}
 		}
 	})
 	h.expectRecord(store.Record{ID: "n", Version: 101, Data: []byte("x")})
-	receive(ch1, "100 writes")
+	receive(ch1, "100 writes with events")
 	drain(ch1)
-
-	h.delete("n", 101, 0)
-	receive(ch1, "a Delete")
 
 	// Closing: values may still come, then the channel closes.
 	cancel()
@@ -170,6 +168,6 @@ func checkNotify(h *harness) {
 	}
 	// The other subscriber lives on.
 	drain(ch2)
-	h.write(store.Write{ID: "n2", Data: []byte("x")})
-	receive(ch2, "a Write, after another subscriber left")
+	h.write(store.Write{ID: "n2", Data: []byte("x"), Events: []store.Event{{Lobby: "n2", Seq: 1, Data: []byte("e")}}})
+	receive(ch2, "a Write with events, after another subscriber left")
 }

@@ -153,7 +153,8 @@ var errEmptyID = fmt.Errorf("%w: empty lobby ID", store.ErrInvalid)
 // It returns store.ErrInvalid, writing nothing, if w.ID is empty, an event
 // names another lobby, or w.Expected is the largest uint64 (no version
 // follows it); store.ErrConflict, writing nothing, if the version differs.
-// A successful Write releases the lobby's claim and wakes Notify channels.
+// A successful Write releases the lobby's claim and, if it carries events,
+// wakes Notify channels.
 func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -199,7 +200,9 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	sh.setDeadline(e, w.Deadline)
 	sh.mu.Unlock()
 
-	s.notes.poke()
+	if len(w.Events) > 0 {
+		s.notes.poke()
+	}
 	return nil
 }
 
@@ -233,8 +236,6 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 	e.version = max(expected, floor)
 	sh.setDeadline(e, time.Time{})
 	sh.mu.Unlock()
-
-	s.notes.poke()
 	return nil
 }
 
@@ -298,8 +299,8 @@ func (n *notifier) poke() {
 }
 
 // Notify returns a channel that receives a value (coalesced) after every
-// successful Write or Delete on s from now on, and is closed once ctx is
-// done. With a context that is never done, the channel lives as long as s.
+// successful Write that appends events to s from now on, and is closed once
+// ctx is done. With a context that is never done, the channel lives as long as s.
 func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
