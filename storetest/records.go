@@ -275,6 +275,8 @@ func opaqueIDs() []string {
 		"a/b", "a/", "/", "{a}", "{a", "a}", "{", "}", ":", "a*", "*", "a?",
 		"[a]", "a\\b", "'", "\"", "a;b", "a%b", "a\tb", "a\nb", "é", "e\u0301",
 		"日本語", "🎲", "Z", "z", strings.Repeat("x", 128), strings.Repeat("x", 127),
+		// NUL is valid UTF-8, and lobby IDs may hold it.
+		"a\x00", "a\x00b", "\x00",
 	}
 }
 

@@ -27,7 +27,7 @@
 //     suite writes deadlines from 1969 to 2199; Due must also accept any now,
 //     including year 9999.
 //   - IDs are opaque bytes of valid UTF-8 (the suite uses 1 to 128 bytes,
-//     without NUL): IDs that are prefixes of each other or contain ':', '{',
+//     NUL included): IDs that are prefixes of each other or contain ':', '{',
 //     '}', '/', '*', '?', '[' or spaces never collide, and Due orders ties by
 //     byte order, not by a collation.
 //   - Compare-and-set, floors, the outbox and the due index as documented in
