@@ -14,9 +14,9 @@ import (
 )
 
 // The outbox of a shard is a stream: XADD in the write script gives each
-// event an entry ID that grows with every append (the commit time in
-// microseconds, then a counter), so XRANGE reads the shard's events in
-// commit order and the shards merge by entry ID. A hash beside it maps each event's
+// event an entry ID that grows with every append, so XRANGE reads the
+// shard's events in commit order. With several shards the IDs are the commit
+// time in microseconds, then a counter, and the shards merge by entry ID. A hash beside it maps each event's
 // (seq, lobby) to its entry IDs, which is how Ack finds what to XDEL.
 
 // ackBatch bounds the events one Ack script handles, so that a huge Ack does

@@ -221,13 +221,16 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if !w.Deadline.IsZero() {
 		dl = deadlineKey(w.Deadline)
 	}
-	args := make([]string, 6, 6+2*len(w.Events))
+	args := make([]string, 7, 7+2*len(w.Events))
 	args[0] = strconv.FormatUint(w.Expected, 10)
 	args[1] = strconv.FormatUint(w.Expected+1, 10)
 	args[2] = string(w.Data)
 	args[3] = dl
 	args[4] = w.ID
 	args[5] = s.channel
+	if len(s.shards) > 1 {
+		args[6] = "us"
+	}
 	for i := range w.Events {
 		args = append(args, strconv.FormatUint(w.Events[i].Seq, 10), string(w.Events[i].Data))
 	}

@@ -204,8 +204,24 @@ func TestRestartMidTraffic(t *testing.T) {
 	}
 	waitAll("before the restart", [writers]int64{20, 20, 20, 20})
 
+	// A Notify channel opened before the crash must outlive it.
+	notes, err := s.Notify(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	srv.kill()
 	crashed.Store(true)
+	for drained := false; !drained; { // forget values from before the crash
+		select {
+		case _, open := <-notes:
+			if !open {
+				t.Fatal("Notify channel closed by the crash, want it to survive")
+			}
+		default:
+			drained = true
+		}
+	}
 
 	// While the server is down, every call fails with an error that is not
 	// a verdict about the data. Writes fail at once; rueidis retries the
@@ -246,6 +262,14 @@ func TestRestartMidTraffic(t *testing.T) {
 	// The server came back empty: the writers start over from version 0
 	// (which is why production needs persistence; see docs/redis.md).
 	waitAll("after the restart", [writers]int64{before[0] + 10, before[1] + 10, before[2] + 10, before[3] + 10})
+	select {
+	case _, open := <-notes:
+		if !open {
+			t.Error("Notify channel closed after the restart, want it to survive")
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("no notification within 10s of writes after the restart")
+	}
 	if fails.Load() == 0 {
 		t.Error("no writer saw a failure while the server was down")
 	}

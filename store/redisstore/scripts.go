@@ -21,10 +21,12 @@ import (
 
 // writeScript commits a Write.
 //
-// Outbox entry IDs are the server's clock in microseconds (not the default
-// milliseconds) and a counter, so that Pending can merge the outboxes of
-// several shards in commit order: writes to different shards are told apart
-// unless they commit in the same microsecond. If the stream already has a
+// With one shard, outbox entry IDs are Redis's own (milliseconds and a
+// counter, always after the last ID): stream order is commit order. With
+// several, they are the server's clock in microseconds and a counter, so
+// that Pending can merge the outboxes of the shards in commit order: writes
+// to different shards are told apart unless they commit in the same
+// microsecond. If the stream already has a
 // later ID (the clock stepped back, or a failover to a server whose clock is
 // behind), XADD refuses the explicit time, and the script lets Redis pick
 // the next ID after the last one instead, which keeps each shard's own
@@ -32,7 +34,8 @@ import (
 //
 //	KEYS: record, due, out, ix
 //	ARGV: expected, new version, data, deadline key or "", lobby ID,
-//	      notify channel, then seq and data of each event
+//	      notify channel, "us" for clock-based outbox IDs (else ""),
+//	      then seq and data of each event
 //
 // It returns 1 after writing, or the stored version (a string, "0" for none)
 // on a version mismatch, having written nothing.
@@ -53,11 +56,11 @@ else
 end
 if cur[3] then redis.call('HDEL', KEYS[1], 'c') end
 local us = '*'
-if #ARGV > 6 then
+if ARGV[7] == 'us' and #ARGV > 7 then
   local now = redis.call('TIME')
   us = now[1] .. string.format('%06d', tonumber(now[2])) .. '-*'
 end
-for i = 7, #ARGV, 2 do
+for i = 8, #ARGV, 2 do
   local seq = ARGV[i]
   local sid = redis.pcall('XADD', KEYS[3], us, 'l', id, 's', seq, 'd', ARGV[i + 1])
   if type(sid) == 'table' then

@@ -5,12 +5,15 @@
 # For each client count it runs redis-benchmark and then the Go benchmarks
 # back to back, so that both see the same machine load, and prints the ratio
 # (store writes/s over redis-benchmark requests/s; the target is >= 50%).
+# On a busy machine the figures wander, the one-client ones most: ROUNDS=3
+# alternates the measurements three times and keeps the median of each.
 #
 # Usage: store/redisstore/bench/run.sh
 # Environment:
 #   LOBBYHOST_REDIS_ADDR  host:port of the server (default 127.0.0.1:6379)
 #   REQUESTS              redis-benchmark requests per client count (default 200000)
 #   BENCHTIME             go test -benchtime (default 3s)
+#   ROUNDS                measurements of each figure, median kept (default 1)
 #   STRICT=1              exit 1 if a ratio is below 50%
 set -euo pipefail
 
@@ -19,6 +22,7 @@ host=${addr%:*}
 port=${addr##*:}
 requests=${REQUESTS:-200000}
 benchtime=${BENCHTIME:-3s}
+rounds=${ROUNDS:-1}
 here=$(cd "$(dirname "$0")/.." && pwd)
 
 for tool in redis-cli redis-benchmark go; do
@@ -44,15 +48,26 @@ writes() {
 		awk '/writes\/s/ { for (i = 1; i <= NF; i++) if ($i == "writes/s") print $(i-1) }'
 }
 
+# median prints the median of its arguments.
+median() {
+	printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+
 echo "server $addr, $(redis-cli -h "$host" -p "$port" INFO server | tr -d '\r' | grep '^redis_version:')"
-echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg), median of $rounds round(s)"
 echo
 printf '%-8s %18s %16s %7s %16s %7s\n' clients "EVALSHA return 1" "heartbeat" ratio "with 1 event" ratio
 below=0
 for c in 1 8 32; do
-	base=$(rps "$c")
-	hb=$(writes heartbeat "$c")
-	ev=$(writes events "$c")
+	bases=() hbs=() evs=()
+	for _ in $(seq "$rounds"); do
+		bases+=("$(rps "$c")")
+		hbs+=("$(writes heartbeat "$c")")
+		evs+=("$(writes events "$c")")
+	done
+	base=$(median "${bases[@]}")
+	hb=$(median "${hbs[@]}")
+	ev=$(median "${evs[@]}")
 	r1=$(awk -v a="$hb" -v b="$base" 'BEGIN { printf "%.0f%%", 100 * a / b }')
 	r2=$(awk -v a="$ev" -v b="$base" 'BEGIN { printf "%.0f%%", 100 * a / b }')
 	printf '%-8s %14.0f r/s %12.0f w/s %7s %12.0f w/s %7s\n' "$c" "$base" "$hb" "$r1" "$ev" "$r2"
