@@ -26,11 +26,10 @@ import (
 // several, they are the server's clock in microseconds and a counter, so
 // that Pending can merge the outboxes of the shards in commit order: writes
 // to different shards are told apart unless they commit in the same
-// microsecond. If the stream already has a
-// later ID (the clock stepped back, or a failover to a server whose clock is
-// behind), XADD refuses the explicit time, and the script lets Redis pick
-// the next ID after the last one instead, which keeps each shard's own
-// order.
+// microsecond. If the stream already has a later ID (the clock stepped
+// back, or a failover went to a node whose clock is behind), XADD refuses
+// the explicit time, and the script lets Redis pick the next ID after the
+// last one instead, which keeps the shard's own order.
 //
 //	KEYS: record, due, out, ix
 //	ARGV: expected, new version, data, deadline key or "", lobby ID,

@@ -442,3 +442,38 @@ func TestCorruptRecord(t *testing.T) {
 		}
 	}
 }
+
+// TestOutboxClockSteppedBack checks the write script's way out when a
+// shard's outbox already holds an entry ID later than the server's clock (a
+// clock stepped back, a failover to a node that is behind): the write still
+// commits, after that entry.
+func TestOutboxClockSteppedBack(t *testing.T) {
+	c := sharedClient(t)
+	prefix := newPrefix()
+	t.Cleanup(func() { purge(t, c, prefix) })
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, store.Write{ID: "x", Events: []store.Event{{Lobby: "x", Seq: 1}}})
+	var out string
+	for _, k := range scanKeys(t, t.Context(), c, prefix) {
+		if strings.HasSuffix(k, "}:out") {
+			out = k
+		}
+	}
+	if out == "" {
+		t.Fatal("no outbox stream after a write with an event")
+	}
+	// An event of x stamped far in the future (year 2286 in microseconds).
+	future := c.B().Xadd().Key(out).Id("9999999999999999-0").FieldValue().FieldValue("l", "x").FieldValue("s", "2").FieldValue("d", "").Build()
+	if err := c.Do(t.Context(), future).Error(); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, store.Write{ID: "x", Expected: 1, Events: []store.Event{{Lobby: "x", Seq: 3}, {Lobby: "x", Seq: 4}}})
+	got, err := s.Pending(t.Context(), 10)
+	want := []store.Event{{Lobby: "x", Seq: 1}, {Lobby: "x", Seq: 2}, {Lobby: "x", Seq: 3}, {Lobby: "x", Seq: 4}}
+	if d := cmp.Diff(want, got, cmpOpts); err != nil || d != "" {
+		t.Errorf("Pending = %v, diff (-want +got):\n%s", err, d)
+	}
+}
