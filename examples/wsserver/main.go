@@ -1,0 +1,265 @@
+// Command wsserver is lobbyhost's WebSocket lobby server: an HTTP API that
+// issues socket tickets, a WebSocket endpoint that keeps every member of a
+// room informed of who is in it and who hosts it, and a browser page to try
+// it.
+//
+//	go run ./examples/wsserver            # then open the printed URL
+//	go run ./examples/wsserver -store postgres -postgres-dsn postgres://...
+//	go run ./examples/wsserver -store redis -redis-addr 127.0.0.1:6379
+//
+// The page signs users in with a DEMO authenticator that believes the
+// x-authenticated-user header. See docs/wsserver.md for the protocol.
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/rueidis"
+
+	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
+	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/store/memstore"
+	"github.com/lobbyhost/lobbyhost/store/pgxstore"
+	"github.com/lobbyhost/lobbyhost/store/redisstore"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "wsserver:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line, after flags and environment.
+type options struct {
+	addr           string
+	storeKind      string
+	postgresDSN    string
+	postgresSchema string
+	redisAddr      string
+	redisPrefix    string
+	grace          time.Duration
+	heartbeatTTL   time.Duration
+	ticketTTL      time.Duration
+	maxMembers     int
+	maxTabs        int
+	origins        string
+	peerRefresh    bool
+	pseudonymKey   string
+	logFormat      string
+	logLevel       string
+	shutdownWait   time.Duration
+}
+
+func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (options, error) {
+	envOr := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	def := lobby.DefaultPolicy()
+	var o options
+	fs := flag.NewFlagSet("wsserver", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.addr, "addr", envOr("LOBBYHOST_ADDR", "127.0.0.1:8080"), "listen address (env LOBBYHOST_ADDR)")
+	fs.StringVar(&o.storeKind, "store", envOr("LOBBYHOST_STORE", "memory"), "lobby store: memory, postgres or redis (env LOBBYHOST_STORE)")
+	fs.StringVar(&o.postgresDSN, "postgres-dsn", getenv("LOBBYHOST_POSTGRES_DSN"), "PostgreSQL connection string for -store postgres (env LOBBYHOST_POSTGRES_DSN)")
+	fs.StringVar(&o.postgresSchema, "postgres-schema", pgxstore.DefaultSchema, "PostgreSQL schema for -store postgres (created if missing)")
+	fs.StringVar(&o.redisAddr, "redis-addr", getenv("LOBBYHOST_REDIS_ADDR"), "Redis host:port for -store redis (env LOBBYHOST_REDIS_ADDR)")
+	fs.StringVar(&o.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "Redis key prefix for -store redis")
+	fs.DurationVar(&o.grace, "grace", def.Grace, "how long a dropped player keeps its place (and the host role) to reconnect")
+	fs.DurationVar(&o.heartbeatTTL, "heartbeat-ttl", def.HeartbeatTTL, "a socket that shows no sign of life for this long is ended (0: only closes end sockets)")
+	fs.DurationVar(&o.ticketTTL, "ticket-ttl", server.DefaultTicketTTL, "lifetime of a socket ticket")
+	fs.IntVar(&o.maxMembers, "max-members", 0, "most members per lobby, reconnecting ones included (0: no cap)")
+	fs.IntVar(&o.maxTabs, "max-tabs", 0, "most sockets per player; more end the oldest (0: no cap)")
+	fs.StringVar(&o.origins, "allow-origins", "", "comma-separated extra browser origins (host patterns) allowed to use the API")
+	fs.BoolVar(&o.peerRefresh, "peer-refresh", true, "with postgres or redis, refresh local rooms when other processes write")
+	fs.StringVar(&o.pseudonymKey, "pseudonym-key", getenv("LOBBYHOST_PSEUDONYM_KEY"), "hex key (at least 16 bytes) for player pseudonyms in logs; random if empty (env LOBBYHOST_PSEUDONYM_KEY)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&o.shutdownWait, "shutdown-wait", 10*time.Second, "how long shutdown waits for sockets to close")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return o, nil
+}
+
+func newLogger(o options, w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
+		return nil, fmt.Errorf("-log-level: %w", err)
+	}
+	hopts := &slog.HandlerOptions{Level: level}
+	switch o.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, hopts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, hopts)), nil
+	}
+	return nil, fmt.Errorf("-log-format must be text or json, not %q", o.logFormat)
+}
+
+// openStore returns the store named by the options and a function that
+// releases it.
+func openStore(ctx context.Context, o options) (store.Store, bool, func(), error) {
+	switch o.storeKind {
+	case "memory":
+		return memstore.New(), false, func() {}, nil
+	case "postgres":
+		if o.postgresDSN == "" {
+			return nil, false, nil, errors.New("-store postgres needs -postgres-dsn or LOBBYHOST_POSTGRES_DSN")
+		}
+		pool, err := pgxpool.New(ctx, o.postgresDSN)
+		if err != nil {
+			return nil, false, nil, fmt.Errorf("postgres: %w", err)
+		}
+		st, err := pgxstore.New(pool, pgxstore.WithSchema(o.postgresSchema))
+		if err == nil {
+			err = st.Migrate(ctx)
+		}
+		if err != nil {
+			pool.Close()
+			return nil, false, nil, fmt.Errorf("postgres: %w", err)
+		}
+		return st, true, pool.Close, nil
+	case "redis":
+		if o.redisAddr == "" {
+			return nil, false, nil, errors.New("-store redis needs -redis-addr or LOBBYHOST_REDIS_ADDR")
+		}
+		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{o.redisAddr}, DisableCache: true})
+		if err != nil {
+			return nil, false, nil, fmt.Errorf("redis: %w", err)
+		}
+		st, err := redisstore.New(c, redisstore.WithPrefix(o.redisPrefix))
+		if err != nil {
+			c.Close()
+			return nil, false, nil, fmt.Errorf("redis: %w", err)
+		}
+		return st, true, c.Close, nil
+	}
+	return nil, false, nil, fmt.Errorf("-store must be memory, postgres or redis, not %q", o.storeKind)
+}
+
+// run serves until ctx is done, then shuts down gracefully. It prints the
+// page's URL to stdout once it listens.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) error {
+	o, err := parseFlags(args, stderr, getenv)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(o, stderr)
+	if err != nil {
+		return err
+	}
+	var key []byte
+	if o.pseudonymKey != "" {
+		if key, err = hex.DecodeString(o.pseudonymKey); err != nil || len(key) < 16 {
+			return errors.New("-pseudonym-key must be at least 16 bytes, hex-encoded")
+		}
+	}
+	policy := lobby.DefaultPolicy()
+	policy.Grace = o.grace
+	policy.HeartbeatTTL = o.heartbeatTTL
+	policy.MaxMembers = o.maxMembers
+	policy.MaxConnectionsPerPlayer = o.maxTabs
+	if err := policy.Validate(); err != nil {
+		return err
+	}
+
+	st, shared, release, err := openStore(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	var origins []string
+	for _, p := range strings.Split(o.origins, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			origins = append(origins, p)
+		}
+	}
+	srv, err := server.New(server.Config{
+		Store:          st,
+		Policy:         policy,
+		Authenticator:  server.HeaderAuthenticator{},
+		Logger:         logger,
+		PseudonymKey:   key,
+		TicketTTL:      o.ticketTTL,
+		OriginPatterns: origins,
+		PeerRefresh:    shared && o.peerRefresh,
+	})
+	if err != nil {
+		return err
+	}
+
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		// net/http's own error log names client addresses; keep it out
+		// of the routine log.
+		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
+	runErr := make(chan error, 1)
+	go func() { runErr <- srv.Run(runCtx) }()
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+
+	logger.Warn("DEMO AUTHENTICATION: the ticket endpoint believes the " + server.DemoUserHeader +
+		" header, so anybody can act as anybody. Put real authentication in front before exposing this server.")
+	logger.Info("serving", "addr", ln.Addr().String(), "store", o.storeKind,
+		"grace", policy.Grace, "heartbeat_ttl", policy.HeartbeatTTL, "peer_refresh", shared && o.peerRefresh)
+	fmt.Fprintf(stdout, "lobbyhost wsserver: open http://%s/ (demo sign-in; Ctrl-C to stop)\n", ln.Addr())
+
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		return err
+	case err := <-runErr:
+		hs.Close()
+		return err
+	}
+	logger.Info("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), o.shutdownWait)
+	defer cancel()
+	// Closing the listener first, then the sockets (each reported closed
+	// to the lobby, so players can reconnect elsewhere within the grace),
+	// then the background work.
+	herr := hs.Shutdown(sctx)
+	serr := srv.Shutdown(sctx)
+	stopRun()
+	if err := <-runErr; err != nil {
+		return err
+	}
+	return errors.Join(herr, serr)
+}

@@ -1,0 +1,430 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
+)
+
+// client is one attached socket.
+//
+// Three goroutines touch it: the handler goroutine runs readLoop, the
+// writer goroutine runs writeLoop (and the pings), and broadcasters
+// (relay, peer refresh, other sockets' handlers) enqueue messages. Nothing
+// that enqueues ever blocks: a full queue closes the socket.
+type client struct {
+	s      *Server
+	conn   *websocket.Conn
+	room   *room
+	roomID string
+	user   string
+
+	send chan []byte
+	// ctx is cancelled for a hard close (slow consumer, write failure):
+	// it aborts a blocked read or write at once.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// done is closed by kick; the writer then closes the socket.
+	done       chan struct{}
+	writerDone chan struct{}
+
+	mu          sync.Mutex
+	gen         uint64
+	highest     uint64 // highest lobby revision sent
+	hasState    bool
+	ready       bool // receives chat, receipts and typing
+	kicked      bool
+	closeCode   websocket.StatusCode
+	closeReason string
+
+	beatMu   sync.Mutex
+	lastBeat time.Time
+
+	// Owned by the handler goroutine.
+	msgBucket, typingBucket bucket
+	buf                     []byte
+}
+
+func newClient(s *Server, conn *websocket.Conn, room, user string) *client {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &client{
+		s:            s,
+		conn:         conn,
+		roomID:       room,
+		user:         user,
+		send:         make(chan []byte, s.cfg.SendQueue),
+		ctx:          ctx,
+		cancel:       cancel,
+		done:         make(chan struct{}),
+		writerDone:   make(chan struct{}),
+		msgBucket:    newBucket(s.cfg.MessageRate, s.cfg.MessageBurst),
+		typingBucket: newBucket(s.cfg.TypingRate, s.cfg.TypingBurst),
+		buf:          make([]byte, s.cfg.MaxMessageBytes+1),
+	}
+}
+
+func (c *client) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
+func (c *client) setGeneration(gen uint64) {
+	c.mu.Lock()
+	c.gen = gen
+	c.mu.Unlock()
+}
+
+// wantsState reports whether a state at rev would be newer than what c has.
+func (c *client) wantsState(rev uint64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.kicked && (!c.hasState || rev > c.highest)
+}
+
+// offerState queues a lobby state unless c already has it or a newer one:
+// a socket never receives revisions out of order.
+func (c *client) offerState(rev uint64, payload []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hasState && rev <= c.highest {
+		return
+	}
+	c.hasState, c.highest = true, rev
+	c.enqueueLocked(payload, false)
+}
+
+// enqueue queues a message for this socket alone.
+func (c *client) enqueue(msg []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.enqueueLocked(msg, false)
+}
+
+// enqueueReady queues a room message if c is ready for room messages.
+func (c *client) enqueueReady(msg []byte, lossy bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ready {
+		c.enqueueLocked(msg, lossy)
+	}
+}
+
+// markReady queues the attach-time room messages and makes c ready.
+func (c *client) markReady(msgs ...[]byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range msgs {
+		c.enqueueLocked(m, false)
+	}
+	c.ready = true
+}
+
+func (c *client) enqueueLocked(msg []byte, lossy bool) {
+	if c.kicked {
+		return
+	}
+	if lossy && len(c.send) >= cap(c.send)/2 {
+		c.s.metrics.typingDropped.Inc()
+		return
+	}
+	select {
+	case c.send <- msg:
+	default:
+		c.s.metrics.slowConsumers.Inc()
+		c.kickLocked(CloseSlowConsumer, "send queue overflow", true)
+	}
+}
+
+// kick asks the writer to close the socket with code and reason. A hard
+// kick aborts reads and writes in progress (the close frame may then not
+// reach the peer). Only the first kick counts.
+func (c *client) kick(code websocket.StatusCode, reason string, hard bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.kickLocked(code, reason, hard)
+}
+
+func (c *client) kickLocked(code websocket.StatusCode, reason string, hard bool) {
+	if c.kicked {
+		return
+	}
+	c.kicked, c.closeCode, c.closeReason = true, code, reason
+	close(c.done)
+	if hard {
+		c.cancel()
+	}
+}
+
+func (c *client) closeStatus() (websocket.StatusCode, string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closeCode, c.closeReason
+}
+
+// writeLoop sends queued messages and pings until kicked, then closes the
+// socket.
+func (c *client) writeLoop() {
+	defer close(c.writerDone)
+	ping := c.s.clock.NewTicker(c.s.cfg.PingInterval)
+	defer ping.Stop()
+	for {
+		select {
+		case <-c.done:
+			c.closeConn()
+			return
+		case msg := <-c.send:
+			if err := c.write(msg); err != nil {
+				c.kick(websocket.StatusAbnormalClosure, "write failed", true)
+				c.conn.CloseNow()
+				return
+			}
+		case <-ping.Chan():
+			ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.PingTimeout)
+			err := c.conn.Ping(ctx)
+			cancel()
+			if err != nil {
+				c.kick(ClosePingTimeout, "ping timeout", true)
+				c.conn.CloseNow()
+				return
+			}
+			c.heartbeat()
+		}
+	}
+}
+
+func (c *client) write(msg []byte) error {
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
+	defer cancel()
+	return c.conn.Write(ctx, websocket.MessageText, msg)
+}
+
+// closeConn flushes what is queued (unless the kick was hard) and closes
+// the socket with the kick's status.
+func (c *client) closeConn() {
+	if c.ctx.Err() != nil {
+		c.conn.CloseNow()
+		return
+	}
+	for flushing := true; flushing; {
+		select {
+		case msg := <-c.send:
+			if c.write(msg) != nil {
+				c.conn.CloseNow()
+				return
+			}
+		default:
+			flushing = false
+		}
+	}
+	code, reason := c.closeStatus()
+	c.conn.Close(code, reason)
+}
+
+// readLoop reads client messages until the socket fails or closes, and
+// returns the error that ended it.
+func (c *client) readLoop() error {
+	for {
+		typ, r, err := c.conn.Reader(c.ctx)
+		if err != nil {
+			return err
+		}
+		n, err := io.ReadFull(r, c.buf)
+		switch {
+		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+			// The whole frame fits.
+		case err != nil:
+			return err // includes a frame over MaxFrameBytes: the library closed with 1009
+		default:
+			// More than MaxMessageBytes: skip the rest of the frame.
+			if _, err := io.Copy(io.Discard, r); err != nil {
+				return err
+			}
+			c.refuse(refuse(CodeTooLarge, "message exceeds the size limit"))
+			continue
+		}
+		if typ != websocket.MessageText {
+			c.refuse(refuse(CodeUnsupported, "binary messages are not supported"))
+			continue
+		}
+		c.handle(c.buf[:n])
+	}
+}
+
+func (c *client) refuse(r *refusal) {
+	c.s.metrics.clientRefused.WithLabelValues(r.code).Inc()
+	c.enqueue(encodeError(r.code, r.msg, r.requestType))
+}
+
+// handle acts on one text frame. roomID and user come from the ticket;
+// nothing in the frame can change them.
+func (c *client) handle(data []byte) {
+	now := c.s.clock.Now()
+	if !c.msgBucket.allow(now) {
+		c.refuse(refuse(CodeRateLimited, "too many messages"))
+		return
+	}
+	m, ref := decodeClientMsg(data, c.roomID, c.user)
+	if ref != nil {
+		c.refuse(ref)
+		return
+	}
+	c.s.metrics.clientMessages.WithLabelValues(messageLabel(m.Type)).Inc()
+	withType := func(r *refusal) *refusal { r.requestType = m.Type; return r }
+	switch m.Type {
+	case TypeHeartbeat:
+	case TypePing:
+		c.heartbeat()
+		c.enqueue(mustJSON(struct {
+			Type string `json:"type"`
+		}{TypePong}))
+		return
+	case TypeTypingSet:
+		if m.Typing == nil {
+			c.refuse(withType(refuse(CodeBadField, `"typing" (true or false) is required`)))
+			return
+		}
+		if !c.typingBucket.allow(now) {
+			c.refuse(withType(refuse(CodeRateLimited, "too many typing updates")))
+			return
+		}
+		c.room.setTyping(c.user, *m.Typing, now.Add(c.s.cfg.TypingTTL))
+	case TypeChatSend:
+		if r := c.chat(m, now); r != nil {
+			c.refuse(withType(r))
+			return
+		}
+	case TypeMessageRead:
+		if m.MessageID == "" || len(m.MessageID) > 64 {
+			c.refuse(withType(refuse(CodeBadField, `"messageId" is required`)))
+			return
+		}
+		if !c.room.markRead(c.user, m.MessageID, formatTime(now)) {
+			c.refuse(withType(refuse(CodeUnknownMessage, "no such message in this room's history")))
+			return
+		}
+	case TypeHostTransfer:
+		to, r := m.transferTarget()
+		if r != nil {
+			c.refuse(withType(r))
+			return
+		}
+		if r := c.transfer(to); r != nil {
+			c.refuse(withType(r))
+			return
+		}
+	case TypeLeave:
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		_, err := c.s.svc.Leave(ctx, c.roomID, c.user)
+		cancel()
+		if err != nil {
+			c.s.log.Warn("leave failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
+			c.refuse(withType(refuse(CodeInternal, "leave failed")))
+		}
+		// The lobby ended every connection of the user; the observer
+		// closes their sockets (CloseLeft).
+		return
+	default:
+		c.refuse(withType(refuse(CodeUnknownType, "unknown message type")))
+		return
+	}
+	c.heartbeat()
+}
+
+func (c *client) chat(m clientMsg, now time.Time) *refusal {
+	if m.Text == nil || strings.TrimSpace(*m.Text) == "" {
+		return refuse(CodeTextEmpty, `"text" must not be empty`)
+	}
+	if len(*m.Text) > c.s.cfg.MaxChatBytes {
+		return refuse(CodeTextTooLong, "chat text is too long")
+	}
+	if len(m.ClientMsgID) > 64 {
+		return refuse(CodeBadField, `"clientMsgId" is longer than 64 bytes`)
+	}
+	c.room.addChat(chatMsg{
+		Type:        TypeChatMessage,
+		RoomID:      c.roomID,
+		MessageID:   c.s.nextMessageID(),
+		UserID:      c.user,
+		Text:        *m.Text,
+		Time:        formatTime(now),
+		ClientMsgID: m.ClientMsgID,
+	})
+	return nil
+}
+
+func (c *client) transfer(to string) *refusal {
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	_, err := c.s.svc.TransferHost(ctx, c.roomID, c.user, to)
+	switch {
+	case err == nil:
+		return nil // the new state reaches everybody through the relay
+	case errors.Is(err, lobby.ErrNotHost):
+		return refuse(CodeNotHost, "only the current host can transfer the host role")
+	case errors.Is(err, lobby.ErrNotMember):
+		return refuse(CodeNotMember, "the target is not a member of this lobby")
+	case errors.Is(err, lobby.ErrNotEligible):
+		return refuse(CodeNotEligible, "the target cannot host now")
+	case errors.Is(err, lobby.ErrInvalidID):
+		return refuse(CodeBadField, "invalid target")
+	default:
+		c.s.log.Warn("host transfer failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
+		return refuse(CodeInternal, "host transfer failed")
+	}
+}
+
+// heartbeat reports the socket alive to the lobby, at most once per
+// heartbeat period. A stale outcome means the lobby ended this socket's
+// generation: the client must rejoin.
+func (c *client) heartbeat() {
+	gen := c.generation()
+	if gen == 0 {
+		return
+	}
+	now := c.s.clock.Now()
+	c.beatMu.Lock()
+	if !c.lastBeat.IsZero() && now.Sub(c.lastBeat) < c.s.heartbeatEvery {
+		c.beatMu.Unlock()
+		return
+	}
+	c.lastBeat = now
+	c.beatMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	res, err := c.s.svc.Heartbeat(ctx, c.roomID, c.user, gen)
+	if err != nil {
+		c.s.log.Warn("heartbeat failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
+		c.beatMu.Lock()
+		c.lastBeat = time.Time{} // try again at the next chance
+		c.beatMu.Unlock()
+		return
+	}
+	if res.Outcome == lobby.OutcomeStale {
+		c.kick(CloseRejoin, "connection ended; rejoin", false)
+	}
+}
+
+func (c *client) setLastBeat(t time.Time) {
+	c.beatMu.Lock()
+	c.lastBeat = t
+	c.beatMu.Unlock()
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// messageLabel bounds the metric label to the known client types.
+func messageLabel(t string) string {
+	switch t {
+	case TypeHeartbeat, TypePing, TypeTypingSet, TypeChatSend, TypeMessageRead, TypeHostTransfer, TypeLeave:
+		return t
+	}
+	return "other"
+}

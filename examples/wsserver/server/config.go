@@ -1,0 +1,220 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/store/memstore"
+)
+
+// Config configures a Server. The zero value of every field but
+// Authenticator means its documented default.
+type Config struct {
+	// Store keeps the lobbies. Default: a new memstore.Store (one process,
+	// nothing survives a restart).
+	Store store.Store
+
+	// Policy is the lobby policy. If Policy.Grace is zero (an unset
+	// policy: a valid one has a positive grace), lobby.DefaultPolicy() is
+	// used.
+	Policy lobby.Policy
+
+	// Authenticator says who asks for a ticket. Required.
+	Authenticator Authenticator
+
+	// Clock drives the lobby Service, ticket expiry, pings, rate limits and
+	// chat timestamps. Default: the real clock. Tests pass a fake one.
+	Clock clockwork.Clock
+
+	// Logger receives the server's log and the lobby's decision log.
+	// Default: discard. Player IDs appear only as pseudonyms; IP addresses,
+	// tickets and message contents never appear.
+	Logger *slog.Logger
+
+	// PseudonymKey keys the hash that turns player IDs into log pseudonyms
+	// (lobby.WithPseudonymKey); at least 16 bytes. Default: a random key per
+	// process, so pseudonyms do not match across processes or restarts.
+	PseudonymKey []byte
+
+	// Observer, if set, is told about every lobby command after the
+	// server's own observers (metrics, closing ended sockets).
+	Observer lobby.Observer
+
+	// Tickets issues and redeems socket tickets. Default: MemoryTickets
+	// with TicketTTL on Clock.
+	Tickets Tickets
+	// TicketTTL is the lifetime of a ticket from MemoryTickets. Default
+	// DefaultTicketTTL (30 s).
+	TicketTTL time.Duration
+
+	// PingInterval is how often the server pings each socket; each pong is
+	// a heartbeat. Default: a third of the policy's heartbeat TTL, or 20 s
+	// when heartbeat deadlines are off (pings then only detect dead
+	// sockets).
+	PingInterval time.Duration
+	// PingTimeout is how long a pong may take before the socket is closed
+	// (ClosePingTimeout). Measured on the real clock. Default: PingInterval,
+	// at most 15 s.
+	PingTimeout time.Duration
+	// WriteTimeout bounds one write to a socket, on the real clock.
+	// Default 10 s.
+	WriteTimeout time.Duration
+
+	// SendQueue is how many messages may wait for one socket. When it is
+	// full, typing indicators for that socket are dropped and anything
+	// else closes the socket (CloseSlowConsumer): a slow client never
+	// holds up the others. Default 128, at least 8.
+	SendQueue int
+
+	// MaxMessageBytes is the largest client frame the server reads; larger
+	// frames up to MaxFrameBytes are skipped and answered with a too_large
+	// error. Default 16 KiB.
+	MaxMessageBytes int
+	// MaxFrameBytes is the largest frame the server tolerates at all; a
+	// larger one closes the socket with status 1009. Default 4 ×
+	// MaxMessageBytes.
+	MaxFrameBytes int64
+	// MaxChatBytes bounds the text of one chat message. Default 2000.
+	MaxChatBytes int
+	// ChatHistory is how many chat messages each room keeps and sends to
+	// a socket when it attaches. Default 100.
+	ChatHistory int
+
+	// MessageRate and MessageBurst bound how many messages per second one
+	// socket may send (a token bucket on Clock); excess messages are
+	// refused with rate_limited. Defaults 20 and 40.
+	MessageRate  float64
+	MessageBurst int
+	// TypingRate and TypingBurst bound typing.set messages further.
+	// Defaults 2 and 4.
+	TypingRate  float64
+	TypingBurst int
+	// TypingTTL is how long a typing indicator lasts without a refresh, for
+	// typing.state sent to sockets that attach. Default 6 s.
+	TypingTTL time.Duration
+
+	// OriginPatterns lists extra browser origins (host patterns, as
+	// coder/websocket's AcceptOptions.OriginPatterns) allowed to open
+	// sockets and, through CORS, to ask for tickets. The server's own
+	// origin is always allowed; requests without an Origin header
+	// (non-browser clients) are not affected.
+	OriginPatterns []string
+
+	// PeerRefresh subscribes to the store's change notifications (if the
+	// store is a store.Notifier) and refreshes the rooms this process has
+	// sockets in, for deployments with several processes on one store.
+	// See the package documentation.
+	PeerRefresh bool
+	// PeerRefreshInterval is the least time between two refresh passes, on
+	// the real clock. Default 100 ms.
+	PeerRefreshInterval time.Duration
+
+	// RoomLinger is how long a room's chat history is kept after its last
+	// local socket detached. Default: the policy's grace plus one minute.
+	RoomLinger time.Duration
+}
+
+func (c *Config) fill() error {
+	if c.Authenticator == nil {
+		return errors.New("server: Config.Authenticator is required")
+	}
+	if c.Store == nil {
+		c.Store = memstore.New()
+	}
+	if c.Policy.Grace == 0 {
+		c.Policy = lobby.DefaultPolicy()
+	}
+	if err := c.Policy.Validate(); err != nil {
+		return err
+	}
+	if c.Clock == nil {
+		c.Clock = clockwork.NewRealClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.TicketTTL == 0 {
+		c.TicketTTL = DefaultTicketTTL
+	}
+	if c.Tickets == nil {
+		t, err := NewMemoryTickets(c.Clock, c.TicketTTL, 0)
+		if err != nil {
+			return err
+		}
+		c.Tickets = t
+	}
+	if c.PingInterval == 0 {
+		c.PingInterval = 20 * time.Second
+		if ttl := c.Policy.HeartbeatTTL; ttl > 0 {
+			c.PingInterval = ttl / 3
+		}
+	}
+	if c.PingTimeout == 0 {
+		c.PingTimeout = min(c.PingInterval, 15*time.Second)
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.SendQueue == 0 {
+		c.SendQueue = 128
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = 16 << 10
+	}
+	if c.MaxFrameBytes == 0 {
+		c.MaxFrameBytes = 4 * int64(c.MaxMessageBytes)
+	}
+	if c.MaxChatBytes == 0 {
+		c.MaxChatBytes = 2000
+	}
+	if c.ChatHistory == 0 {
+		c.ChatHistory = 100
+	}
+	if c.MessageRate == 0 {
+		c.MessageRate = 20
+	}
+	if c.MessageBurst == 0 {
+		c.MessageBurst = 40
+	}
+	if c.TypingRate == 0 {
+		c.TypingRate = 2
+	}
+	if c.TypingBurst == 0 {
+		c.TypingBurst = 4
+	}
+	if c.TypingTTL == 0 {
+		c.TypingTTL = 6 * time.Second
+	}
+	if c.PeerRefreshInterval == 0 {
+		c.PeerRefreshInterval = 100 * time.Millisecond
+	}
+	if c.RoomLinger == 0 {
+		c.RoomLinger = c.Policy.Grace + time.Minute
+	}
+	switch {
+	case c.PingInterval < 0, c.PingTimeout < 0, c.WriteTimeout < 0, c.TicketTTL < 0,
+		c.TypingTTL < 0, c.PeerRefreshInterval < 0, c.RoomLinger < 0:
+		return errors.New("server: durations must not be negative")
+	case c.SendQueue < 8:
+		return fmt.Errorf("server: SendQueue must be at least 8, got %d", c.SendQueue)
+	case c.MaxMessageBytes < 256:
+		return fmt.Errorf("server: MaxMessageBytes must be at least 256, got %d", c.MaxMessageBytes)
+	case c.MaxFrameBytes < int64(c.MaxMessageBytes):
+		return errors.New("server: MaxFrameBytes must be at least MaxMessageBytes")
+	case c.MaxChatBytes < 1 || c.MaxChatBytes > c.MaxMessageBytes:
+		return errors.New("server: MaxChatBytes must be between 1 and MaxMessageBytes")
+	case c.ChatHistory < 1:
+		return errors.New("server: ChatHistory must be positive")
+	case c.MessageRate < 0 || c.MessageBurst < 1 || c.TypingRate < 0 || c.TypingBurst < 1:
+		return errors.New("server: rates must not be negative and bursts must be positive")
+	case c.PseudonymKey != nil && len(c.PseudonymKey) < 16:
+		return errors.New("server: PseudonymKey must be at least 16 bytes")
+	}
+	return nil
+}

@@ -1,0 +1,53 @@
+// Package server is lobbyhost's WebSocket lobby server: it lets browsers and
+// other WebSocket clients join lobbies, keeps them informed of who is in each
+// lobby and who hosts it, and carries typing indicators, chat and read
+// receipts between them.
+//
+// It is the transport around a lobby.Service. The Service decides
+// membership and host succession; this package only turns socket events into
+// evidence for it (a socket attached, answered a ping, closed) and turns the
+// Service's committed events into messages for the sockets of each lobby.
+//
+// # Flow
+//
+//  1. A client that the Authenticator accepts asks for a ticket:
+//     POST /rooms/{roomId}/socket-ticket answers 201 {"ticket": "..."}.
+//     A ticket is good for one upgrade, for that user and that room only,
+//     for a short time (Config.TicketTTL).
+//  2. The client opens a WebSocket with ?ticket=... on any path. The server
+//     redeems the ticket, accepts the upgrade and joins the user to the
+//     lobby, which allocates a connection generation for this socket. The
+//     room and the user come from the ticket, never from the client's
+//     messages.
+//  3. The socket first receives the lobby's current state (a lobby.state
+//     message), then chat history and who is typing. Every committed change
+//     of the lobby afterwards reaches every socket of the room as another
+//     lobby.state, in revision order; a socket never receives a revision
+//     older than one it already received.
+//  4. The server pings each socket periodically; a pong, or any well-formed
+//     client message, is a heartbeat for that socket's generation. When the
+//     socket closes, its generation is reported closed, and the member
+//     turns reconnecting for the grace before it is removed (and, if it
+//     hosted, succeeded).
+//
+// docs/wsserver.md in the repository describes every message, status code
+// and close code.
+//
+// # Several processes
+//
+// With a store shared by several processes (PostgreSQL, Redis), each
+// committed event is published by whichever process's relay picked it up,
+// so a process does not see through its own relay every event of the rooms
+// it serves. With Config.PeerRefresh, the server also listens to the store's
+// change notifications (store.Notifier) and, when woken, fetches a snapshot
+// of every room it has sockets in and sends it where it is newer than what
+// the sockets have. Chat, typing and read receipts stay inside one process:
+// only lobby state is shared. Tickets are redeemed by the process that issued
+// them unless Config.Tickets is shared.
+//
+// # What it does not do
+//
+// It does not authenticate anybody by itself: the HeaderAuthenticator used
+// by the demo trusts a request header and is only fit for a demo behind
+// nothing. It keeps chat in memory, bounded, per process.
+package server

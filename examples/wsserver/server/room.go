@@ -1,0 +1,292 @@
+package server
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
+)
+
+// hub holds the rooms that have (or recently had) sockets in this process.
+//
+// Lock order: hub.mu, then room.mu, then client.mu. Nothing holding one of
+// them calls the lobby Service (whose observer takes them).
+type hub struct {
+	mu    sync.Mutex
+	rooms map[string]*room
+	m     *metrics
+}
+
+func newHub(m *metrics) *hub { return &hub{rooms: map[string]*room{}, m: m} }
+
+// room is one lobby's local sockets, chat history, read receipts and typing
+// indicators.
+type room struct {
+	id string
+
+	mu         sync.Mutex
+	clients    map[*client]struct{}
+	byGen      map[uint64]*client
+	highest    uint64    // highest revision broadcast here
+	emptySince time.Time // zero while the room has clients
+	historyCap int
+	chat       []*chatEntry // oldest first
+	chatByID   map[string]*chatEntry
+	typing     map[string]time.Time // user → until
+}
+
+type chatEntry struct {
+	msg    chatMsg
+	readBy map[string]struct{}
+	order  []string // readers in the order they read
+}
+
+// attach registers c in its room, creating the room if needed.
+func (h *hub) attach(id string, c *client, historyCap int) *room {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	r := h.rooms[id]
+	if r == nil {
+		r = &room{
+			id:         id,
+			clients:    map[*client]struct{}{},
+			byGen:      map[uint64]*client{},
+			historyCap: historyCap,
+			chatByID:   map[string]*chatEntry{},
+			typing:     map[string]time.Time{},
+		}
+		h.rooms[id] = r
+	}
+	r.mu.Lock()
+	r.clients[c] = struct{}{}
+	r.emptySince = time.Time{}
+	r.mu.Unlock()
+	return r
+}
+
+func (h *hub) get(id string) *room {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.rooms[id]
+}
+
+// activeRooms returns the rooms that have sockets now.
+func (h *hub) activeRooms() []*room {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]*room, 0, len(h.rooms))
+	for _, r := range h.rooms {
+		r.mu.Lock()
+		if len(r.clients) > 0 {
+			out = append(out, r)
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// clients returns every socket of every room.
+func (h *hub) allClients() []*client {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*client
+	for _, r := range h.rooms {
+		r.mu.Lock()
+		for c := range r.clients {
+			out = append(out, c)
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
+// sweep forgets rooms that have had no socket for linger, and typing
+// indicators that ran out.
+func (h *hub) sweep(now time.Time, linger time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, r := range h.rooms {
+		r.mu.Lock()
+		if len(r.clients) == 0 && !r.emptySince.IsZero() && now.Sub(r.emptySince) >= linger {
+			delete(h.rooms, id)
+		}
+		for u, until := range r.typing {
+			if !now.Before(until) {
+				delete(r.typing, u)
+			}
+		}
+		r.mu.Unlock()
+	}
+}
+
+// Publish implements lobby.Publisher: committed events reach the local
+// sockets of their room.
+func (h *hub) Publish(_ context.Context, events []lobby.Event) error {
+	for i := range events {
+		e := &events[i]
+		r := h.get(e.Lobby)
+		if r == nil {
+			continue
+		}
+		r.broadcastState(e.Revision, func() []byte { return encodeEvent(e) })
+	}
+	return nil
+}
+
+// endGeneration closes the socket holding generation e.Gen of lobby id, if
+// this process has it.
+func (h *hub) endGeneration(id string, e lobby.Ended) {
+	r := h.get(id)
+	if r == nil {
+		return
+	}
+	r.mu.Lock()
+	c := r.byGen[e.Gen]
+	r.mu.Unlock()
+	if c == nil || c.user != e.Player {
+		return
+	}
+	switch e.Cause {
+	case lobby.EndTimedOut:
+		c.kick(CloseRejoin, "heartbeat deadline passed; rejoin", false)
+	case lobby.EndSuperseded:
+		c.kick(CloseSuperseded, "superseded by a newer connection", false)
+	case lobby.EndLeft:
+		c.kick(CloseLeft, "left the lobby", false)
+	default:
+		c.kick(websocket.StatusNormalClosure, "connection ended", false)
+	}
+}
+
+// detach removes c. If c was its user's last socket here and the user was
+// typing, the others learn that the user stopped.
+func (r *room) detach(c *client, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.clients, c)
+	if gen := c.generation(); gen != 0 && r.byGen[gen] == c {
+		delete(r.byGen, gen)
+	}
+	if len(r.clients) == 0 {
+		r.emptySince = now
+	}
+	if _, typing := r.typing[c.user]; typing {
+		for o := range r.clients {
+			if o.user == c.user {
+				return
+			}
+		}
+		delete(r.typing, c.user)
+		r.broadcastLocked(mustJSON(typingMsg{Type: TypeTyping, RoomID: r.id, UserID: c.user, Typing: false}), true)
+	}
+}
+
+func (r *room) setGen(c *client, gen uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.clients[c]; ok {
+		r.byGen[gen] = c
+	}
+}
+
+// broadcastState offers a lobby state to every socket of the room; each
+// socket takes it only if it is newer than what it has. encode runs at most
+// once.
+func (r *room) broadcastState(rev uint64, encode func() []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var payload []byte
+	for c := range r.clients {
+		if !c.wantsState(rev) {
+			continue
+		}
+		if payload == nil {
+			payload = encode()
+		}
+		c.offerState(rev, payload)
+	}
+	r.highest = max(r.highest, rev)
+}
+
+// broadcastLocked sends msg to every ready socket of the room. Lossy
+// messages are dropped for sockets whose queue is filling up.
+func (r *room) broadcastLocked(msg []byte, lossy bool) {
+	for c := range r.clients {
+		c.enqueueReady(msg, lossy)
+	}
+}
+
+// ready sends c the chat history and the typing state and lets it receive
+// chat, receipts and typing from now on; done under the room lock, so that
+// c sees every chat message exactly once (in the history or after it).
+func (r *room) ready(c *client, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	hist := chatHistoryMsg{Type: TypeChatHistory, RoomID: r.id, Messages: make([]chatMsg, 0, len(r.chat))}
+	for _, e := range r.chat {
+		m := e.msg
+		m.Type, m.RoomID = "", ""
+		m.ReadBy = append([]string(nil), e.order...)
+		hist.Messages = append(hist.Messages, m)
+	}
+	ts := typingStateMsg{Type: TypeTypingState, RoomID: r.id, UserIDs: []string{}}
+	for u, until := range r.typing {
+		if now.Before(until) {
+			ts.UserIDs = append(ts.UserIDs, u)
+		}
+	}
+	sort.Strings(ts.UserIDs)
+	c.markReady(mustJSON(hist), mustJSON(ts))
+}
+
+// addChat appends a chat message to the history and sends it to the room.
+func (r *room) addChat(m chatMsg) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := &chatEntry{msg: m, readBy: map[string]struct{}{}}
+	r.chat = append(r.chat, e)
+	r.chatByID[m.MessageID] = e
+	if len(r.chat) > r.historyCap {
+		old := r.chat[0]
+		r.chat[0] = nil
+		r.chat = r.chat[1:]
+		delete(r.chatByID, old.msg.MessageID)
+	}
+	r.broadcastLocked(mustJSON(m), false)
+}
+
+// markRead records that user read message id. It reports whether the
+// message is known; a repeated receipt (same user, same message) and a
+// receipt for one's own message change nothing and send nothing.
+func (r *room) markRead(user, id string, at string) (found bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.chatByID[id]
+	if e == nil {
+		return false
+	}
+	if _, dup := e.readBy[user]; dup || e.msg.UserID == user {
+		return true
+	}
+	e.readBy[user] = struct{}{}
+	e.order = append(e.order, user)
+	r.broadcastLocked(mustJSON(readMsg{Type: TypeMessageRead, RoomID: r.id, MessageID: id, UserID: user, Time: at}), false)
+	return true
+}
+
+// setTyping records and announces a typing indicator. It never touches the
+// lobby: it is lossy, for display only.
+func (r *room) setTyping(user string, typing bool, until time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if typing {
+		r.typing[user] = until
+	} else {
+		delete(r.typing, user)
+	}
+	r.broadcastLocked(mustJSON(typingMsg{Type: TypeTyping, RoomID: r.id, UserID: user, Typing: typing}), true)
+}

@@ -1,0 +1,636 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// commandTimeout bounds one lobby command issued on behalf of a socket.
+const commandTimeout = 10 * time.Second
+
+// Server is the WebSocket lobby server. Create it with New, serve
+// Handler with an http.Server, run Run for the lobby's background work, and
+// call Shutdown before exiting.
+type Server struct {
+	cfg      Config
+	clock    clockwork.Clock
+	log      *slog.Logger
+	svc      *lobby.Service
+	counters *lobby.Counters
+	hub      *hub
+	metrics  *metrics
+	handler  http.Handler
+
+	instance       string
+	msgSeq         atomic.Uint64
+	heartbeatEvery time.Duration
+
+	running  atomic.Bool
+	draining atomic.Bool
+	conns    tracker
+}
+
+// tracker counts the sockets being served, so that Shutdown can wait for
+// them; after close, add refuses new ones.
+type tracker struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   chan struct{}
+}
+
+func (t *tracker) add() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	t.n++
+	return true
+}
+
+func (t *tracker) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.closed && t.n == 0 {
+		close(t.idle)
+	}
+}
+
+// close refuses further adds and returns a channel closed once none is
+// left.
+func (t *tracker) close() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.closed = true
+		t.idle = make(chan struct{})
+		if t.n == 0 {
+			close(t.idle)
+		}
+	}
+	return t.idle
+}
+
+// New returns a Server for cfg. It returns an error if cfg is invalid
+// (see Config) or the lobby Service refuses its options.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	var inst [5]byte
+	if _, err := rand.Read(inst[:]); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
+		counters: &lobby.Counters{},
+		instance: strings.ToLower(base32.StdEncoding.EncodeToString(inst[:])),
+	}
+	s.metrics = newMetrics(s)
+	s.hub = newHub(s.metrics)
+	s.heartbeatEvery = cfg.PingInterval
+	if ttl := cfg.Policy.HeartbeatTTL; ttl > 0 {
+		s.heartbeatEvery = min(ttl/6, cfg.PingInterval)
+	}
+	opts := []lobby.Option{
+		lobby.WithPolicy(cfg.Policy),
+		lobby.WithClock(cfg.Clock),
+		lobby.WithPublisher(s.hub),
+		lobby.WithLogger(cfg.Logger),
+		lobby.WithObserver(observer{s}),
+	}
+	if cfg.PseudonymKey != nil {
+		opts = append(opts, lobby.WithPseudonymKey(cfg.PseudonymKey))
+	}
+	svc, err := lobby.NewService(cfg.Store, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.svc = svc
+	s.handler = s.routes()
+	return s, nil
+}
+
+// Service returns the lobby Service the server drives.
+func (s *Server) Service() *lobby.Service { return s.svc }
+
+// Counters returns the lobby counters the server exports on /metrics.
+func (s *Server) Counters() *lobby.Counters { return s.counters }
+
+// Handler returns the server's HTTP handler: the ticket endpoint, the
+// WebSocket endpoint (any path, with ?ticket=), the page, /healthz and
+// /metrics.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Run does the lobby's background work until ctx is done: expiries at their
+// deadlines, relaying committed events to the sockets, and (with
+// PeerRefresh) refreshing rooms when other processes write. It returns nil
+// when ctx is done, or an error if it cannot start (the lobby Service is
+// already running, the store's notifications cannot be set up).
+func (s *Server) Run(ctx context.Context) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return lobby.ErrRunning
+	}
+	defer s.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 1)
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := s.svc.Run(ctx); err != nil {
+			errc <- err
+			cancel()
+		}
+	}()
+	go func() { defer wg.Done(); s.janitor(ctx) }()
+	if s.cfg.PeerRefresh {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.peerRefresh(ctx) }()
+	}
+	wg.Wait()
+	select {
+	case err := <-errc:
+		return err
+	default:
+		return nil
+	}
+}
+
+// Shutdown stops accepting sockets and closes every attached one with
+// status 1001 (going away). Each closed socket is reported to the lobby as
+// closed, so its member turns reconnecting and may come back to another
+// process within the grace. Shutdown waits for the sockets' handlers to
+// finish, or returns ctx's error when ctx ends first. Call it before
+// cancelling Run's context, so that the closes are committed.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.draining.Store(true)
+	done := s.conns.close()
+	for _, c := range s.hub.allClients() {
+		c.kick(websocket.StatusGoingAway, "server shutting down", false)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		for _, c := range s.hub.allClients() {
+			c.kick(websocket.StatusGoingAway, "server shutting down", true)
+		}
+		return ctx.Err()
+	}
+}
+
+func (s *Server) janitor(ctx context.Context) {
+	t := s.clock.NewTicker(min(s.cfg.RoomLinger, time.Minute))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.Chan():
+			s.hub.sweep(s.clock.Now(), s.cfg.RoomLinger)
+		}
+	}
+}
+
+// peerRefresh sends fresh snapshots to local sockets when the store says
+// some process wrote: events another process's relay published never reach
+// this process's publisher.
+func (s *Server) peerRefresh(ctx context.Context) {
+	n, ok := s.cfg.Store.(store.Notifier)
+	if !ok {
+		s.log.Warn("peer refresh disabled: the store has no change notifications")
+		return
+	}
+	ch, err := n.Notify(ctx)
+	if err != nil {
+		s.log.Error("peer refresh disabled: store notifications failed", "err", err)
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		}
+		s.refreshRooms(ctx)
+		t := time.NewTimer(s.cfg.PeerRefreshInterval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// refreshRooms sends each room with local sockets its current snapshot
+// where it is newer than what the sockets have.
+func (s *Server) refreshRooms(ctx context.Context) {
+	for _, r := range s.hub.activeRooms() {
+		snap, err := s.svc.Snapshot(ctx, r.id)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("peer refresh failed", "room", r.id, "err", err)
+			}
+			continue
+		}
+		r.broadcastState(snap.Revision, func() []byte { return encodeSnapshot(&snap) })
+	}
+}
+
+func (s *Server) nextMessageID() string {
+	return fmt.Sprintf("%s-%d", s.instance, s.msgSeq.Add(1))
+}
+
+// observer feeds the counters, closes sockets whose generation a
+// transition ended, and passes everything on to Config.Observer.
+type observer struct{ s *Server }
+
+func (o observer) Observe(ob lobby.Observation) {
+	o.s.counters.Observe(ob)
+	for _, e := range ob.Result.Ended {
+		o.s.hub.endGeneration(ob.Lobby, e)
+	}
+	if o.s.cfg.Observer != nil {
+		o.s.cfg.Observer.Observe(ob)
+	}
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /rooms/{roomId}/socket-ticket", s.handleTicket)
+	mux.HandleFunc("OPTIONS /rooms/{roomId}/socket-ticket", s.handlePreflight)
+	mux.HandleFunc("GET /rooms/{roomId}", s.handleSnapshot)
+	mux.HandleFunc("GET /healthz", s.handleHealthz)
+	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.HandleFunc("GET /{$}", s.handleIndex)
+	mux.Handle("GET /static/", staticHandler())
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if isUpgrade(r) || isSocketPath(r.URL.EscapedPath()) {
+			s.handleSocket(w, r)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+func isUpgrade(r *http.Request) bool {
+	return strings.EqualFold(r.Header.Get("Upgrade"), "websocket")
+}
+
+// isSocketPath reports the paths known clients open sockets on, so that a
+// plain GET there is told to upgrade instead of getting a 404.
+func isSocketPath(p string) bool {
+	switch p {
+	case "/ws", "/socket":
+		return true
+	}
+	room, rest, ok := roomFromPath(p)
+	return ok && room != "" && (rest == "socket" || rest == "ws")
+}
+
+// roomFromPath splits an escaped path of the form /rooms/{roomId}[/rest]
+// and returns the unescaped room ID and the rest.
+func roomFromPath(escaped string) (room, rest string, ok bool) {
+	after, found := strings.CutPrefix(escaped, "/rooms/")
+	if !found {
+		return "", "", false
+	}
+	seg, rest, _ := strings.Cut(after, "/")
+	room, err := url.PathUnescape(seg)
+	if err != nil {
+		return seg, rest, true // an undecodable room never matches a ticket
+	}
+	return room, rest, true
+}
+
+type httpError struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, httpError{Error: code, Message: msg})
+}
+
+// authenticate runs the Authenticator and checks the user ID; on failure it
+// writes the response and returns false.
+func (s *Server) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	user, err := s.cfg.Authenticator.Authenticate(r)
+	switch {
+	case errors.Is(err, ErrUnauthenticated):
+		writeError(w, http.StatusUnauthorized, "unauthenticated", "no authenticated user")
+		return "", false
+	case err != nil:
+		s.log.Error("authenticator failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "authentication failed")
+		return "", false
+	case lobby.ValidateID(user) != nil:
+		writeError(w, http.StatusBadRequest, "bad_user", "user ID must be 1 to 128 bytes of UTF-8")
+		return "", false
+	}
+	return user, true
+}
+
+func (s *Server) pathRoom(w http.ResponseWriter, r *http.Request) (string, bool) {
+	room := r.PathValue("roomId")
+	if lobby.ValidateID(room) != nil {
+		writeError(w, http.StatusBadRequest, "bad_room", "room ID must be 1 to 128 bytes of UTF-8")
+		return "", false
+	}
+	return room, true
+}
+
+type ticketResponse struct {
+	Ticket      string `json:"ticket"`
+	RoomID      string `json:"roomId"`
+	UserID      string `json:"userId"`
+	ExpiresAt   string `json:"expiresAt"`
+	ExpiresInMs int64  `json:"expiresInMs"`
+}
+
+func (s *Server) handleTicket(w http.ResponseWriter, r *http.Request) {
+	s.cors(w, r)
+	user, ok := s.authenticate(w, r)
+	if !ok {
+		return
+	}
+	room, ok := s.pathRoom(w, r)
+	if !ok {
+		return
+	}
+	if s.draining.Load() {
+		writeError(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
+		return
+	}
+	t, err := s.cfg.Tickets.Issue(r.Context(), room, user)
+	switch {
+	case errors.Is(err, ErrTooManyTickets):
+		writeError(w, http.StatusServiceUnavailable, "too_many_tickets", "try again later")
+		return
+	case err != nil:
+		s.log.Error("ticket issue failed", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "cannot issue a ticket")
+		return
+	}
+	s.metrics.ticketsIssued.Inc()
+	writeJSON(w, http.StatusCreated, ticketResponse{
+		Ticket:      t.Value,
+		RoomID:      t.Room,
+		UserID:      t.User,
+		ExpiresAt:   formatTime(t.Expires),
+		ExpiresInMs: t.Expires.Sub(s.clock.Now()).Milliseconds(),
+	})
+}
+
+// originAllowed reports whether a browser origin other than our own may
+// use the ticket endpoint.
+func (s *Server) originAllowed(origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	for _, p := range s.cfg.OriginPatterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// cors answers cross-origin browsers from Config.OriginPatterns. Same-origin
+// pages and non-browser clients need none of it.
+func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" || !s.originAllowed(origin) {
+		return false
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Add("Vary", "Origin")
+	return true
+}
+
+func (s *Server) handlePreflight(w http.ResponseWriter, r *http.Request) {
+	if !s.cors(w, r) {
+		w.WriteHeader(http.StatusForbidden)
+		return
+	}
+	h := w.Header()
+	h.Set("Access-Control-Allow-Methods", "POST")
+	h.Set("Access-Control-Allow-Headers", "Content-Type, "+DemoUserHeader+", Authorization")
+	h.Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	if _, ok := s.authenticate(w, r); !ok {
+		return
+	}
+	room, ok := s.pathRoom(w, r)
+	if !ok {
+		return
+	}
+	snap, err := s.svc.Snapshot(r.Context(), room)
+	if err != nil {
+		s.log.Error("snapshot failed", "room", room, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", "cannot read the lobby")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(encodeSnapshot(&snap))
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
+	switch {
+	case s.draining.Load():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+	case !s.running.Load():
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_running"})
+	default:
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	}
+}
+
+// refuseUpgrade answers a socket request that will not be attached.
+func (s *Server) refuseUpgrade(w http.ResponseWriter, status int, code, msg string) {
+	s.metrics.upgradesRefused.WithLabelValues(code).Inc()
+	s.log.Info("socket refused", "reason", code)
+	if status == http.StatusUpgradeRequired {
+		w.Header().Set("Upgrade", "websocket")
+		w.Header().Set("Connection", "Upgrade")
+	}
+	writeError(w, status, code, msg)
+}
+
+func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
+	if !s.conns.add() {
+		s.refuseUpgrade(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
+		return
+	}
+	defer s.conns.done()
+	q := r.URL.Query()
+	value := q.Get("ticket")
+	if value == "" {
+		s.refuseUpgrade(w, http.StatusUnauthorized, "missing_ticket", "a ticket is required: POST /rooms/{roomId}/socket-ticket")
+		return
+	}
+	if r.Method != http.MethodGet || !isUpgrade(r) {
+		s.refuseUpgrade(w, http.StatusUpgradeRequired, "upgrade_required", "this is a WebSocket endpoint")
+		return
+	}
+	t, err := s.cfg.Tickets.Redeem(r.Context(), value)
+	switch {
+	case errors.Is(err, ErrTicketUsed):
+		s.refuseUpgrade(w, http.StatusUnauthorized, "ticket_used", "the ticket was already used")
+		return
+	case errors.Is(err, ErrTicketExpired):
+		s.refuseUpgrade(w, http.StatusUnauthorized, "ticket_expired", "the ticket expired")
+		return
+	case errors.Is(err, ErrTicketUnknown):
+		s.refuseUpgrade(w, http.StatusUnauthorized, "ticket_unknown", "unknown ticket")
+		return
+	case err != nil:
+		s.log.Error("ticket redeem failed", "err", err)
+		s.refuseUpgrade(w, http.StatusInternalServerError, "internal", "cannot check the ticket")
+		return
+	}
+	if room, _, ok := roomFromPath(r.URL.EscapedPath()); ok && room != t.Room {
+		s.refuseUpgrade(w, http.StatusForbidden, "wrong_room", "the ticket is for another room")
+		return
+	}
+	for _, k := range []string{"roomId", "room"} {
+		if v := q.Get(k); v != "" && v != t.Room {
+			s.refuseUpgrade(w, http.StatusForbidden, "wrong_room", "the ticket is for another room")
+			return
+		}
+	}
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
+	if err != nil {
+		// Accept answered the request (403 for a foreign origin, 400 for a
+		// bad handshake).
+		s.metrics.upgradesRefused.WithLabelValues("handshake").Inc()
+		s.log.Info("socket refused", "reason", "handshake")
+		return
+	}
+	s.serve(conn, t)
+}
+
+// serve attaches an accepted socket to its lobby and runs it until it
+// closes.
+func (s *Server) serve(conn *websocket.Conn, t Ticket) {
+	conn.SetReadLimit(s.cfg.MaxFrameBytes)
+	c := newClient(s, conn, t.Room, t.User)
+	c.room = s.hub.attach(t.Room, c, s.cfg.ChatHistory)
+	pseudo := s.svc.Pseudonym(t.User)
+
+	// Register first, join second: every event committed after the join
+	// reaches this socket through the room, and the join's own result
+	// covers everything before.
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	res, err := s.svc.Join(ctx, t.Room, t.User, nil)
+	cancel()
+	if err != nil {
+		code, status, reason := CodeInternal, websocket.StatusInternalError, "cannot join the lobby"
+		if errors.Is(err, lobby.ErrLobbyFull) {
+			code, status, reason = CodeLobbyFull, CloseLobbyFull, "lobby full"
+		} else {
+			s.log.Error("join failed", "room", t.Room, "player", pseudo, "err", err)
+		}
+		c.enqueue(encodeError(code, reason, ""))
+		c.kick(status, reason, false)
+		c.writeLoop()
+		c.room.detach(c, s.clock.Now())
+		return
+	}
+	c.setGeneration(res.Gen)
+	c.setLastBeat(s.clock.Now())
+	c.room.setGen(c, res.Gen)
+	if n := len(res.Events); n > 0 {
+		e := res.Events[n-1]
+		c.offerState(e.Revision, encodeEvent(&e))
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		snap, err := s.svc.Snapshot(ctx, t.Room)
+		cancel()
+		if err != nil {
+			s.log.Error("snapshot failed", "room", t.Room, "err", err)
+			c.kick(websocket.StatusInternalError, "cannot read the lobby", false)
+		} else {
+			c.offerState(snap.Revision, encodeSnapshot(&snap))
+		}
+	}
+	c.enqueue(mustJSON(welcomeMsg{
+		Type:            TypeWelcome,
+		RoomID:          t.Room,
+		UserID:          t.User,
+		Connection:      res.Gen,
+		HeartbeatMs:     s.heartbeatEvery.Milliseconds(),
+		GraceMs:         s.cfg.Policy.Grace.Milliseconds(),
+		MaxMessageBytes: s.cfg.MaxMessageBytes,
+		MaxChatBytes:    s.cfg.MaxChatBytes,
+	}))
+	c.room.ready(c, s.clock.Now())
+	s.metrics.sockets.Inc()
+	s.log.Info("socket attached", "room", t.Room, "player", pseudo, "gen", res.Gen)
+
+	go c.writeLoop()
+	readErr := c.readLoop()
+
+	c.kick(websocket.StatusNormalClosure, "", false)
+	<-c.writerDone
+	c.room.detach(c, s.clock.Now())
+	s.metrics.sockets.Dec()
+	ctx, cancel = context.WithTimeout(context.Background(), commandTimeout)
+	dres, err := s.svc.Disconnect(ctx, t.Room, t.User, res.Gen)
+	cancel()
+	code, reason := c.closeStatus()
+	if err != nil {
+		s.log.Warn("disconnect failed", "room", t.Room, "player", pseudo, "gen", res.Gen, "err", err)
+		return
+	}
+	if peer := websocket.CloseStatus(readErr); peer != -1 {
+		code, reason = peer, "closed by the client"
+	}
+	s.log.Info("socket detached", "room", t.Room, "player", pseudo, "gen", res.Gen,
+		"close_code", int(code), "close_reason", reason, "outcome", dres.Outcome.String())
+}

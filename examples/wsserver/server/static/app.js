@@ -1,0 +1,346 @@
+// lobbyhost demo page: joins a room over a WebSocket and renders the lobby.
+//
+// The revision rule: the page keeps the highest lobby revision it rendered
+// and ignores any lobby.state that is not newer, so a late or duplicated
+// message can never roll the view back (also across reconnects to the same
+// room).
+'use strict';
+
+(() => {
+  const $ = (id) => document.getElementById(id);
+
+  const st = {
+    user: '',
+    room: '',
+    ws: null,
+    highest: -1,        // highest revision rendered; -1: none yet
+    ignored: 0,         // stale states dropped by the revision rule
+    manualDrop: false,  // the user pressed "Drop socket": no auto-reconnect
+    retries: 0,
+    retryTimer: null,
+    members: [],
+    host: null,
+    messages: new Map(), // messageId → {msg, readBy:Set, el}
+    typing: new Map(),   // userId → timer
+    readsSent: new Set(),
+    lastTypingSent: 0,
+    typingOffTimer: null,
+    heartbeatTimer: null,
+  };
+
+  function log(text) {
+    const li = document.createElement('li');
+    li.textContent = `${new Date().toLocaleTimeString()}  ${text}`;
+    const list = $('log');
+    list.prepend(li);
+    while (list.children.length > 80) list.lastChild.remove();
+  }
+
+  function showError(text) {
+    const el = $('error');
+    el.textContent = text;
+    el.hidden = !text;
+  }
+
+  function setConn(state, detail) {
+    const el = $('conn-status');
+    el.dataset.state = state;
+    el.textContent = detail ? `${state} (${detail})` : state;
+  }
+
+  function send(msg) {
+    const ws = st.ws;
+    if (ws && ws.readyState === WebSocket.OPEN) {
+      ws.send(JSON.stringify(msg));
+      return true;
+    }
+    return false;
+  }
+
+  async function getTicket() {
+    const res = await fetch(`/rooms/${encodeURIComponent(st.room)}/socket-ticket`, {
+      method: 'POST',
+      headers: { 'x-authenticated-user': st.user },
+    });
+    if (res.status !== 201) {
+      let why = `${res.status}`;
+      try { why += ` ${(await res.json()).message}`; } catch (_) { /* not JSON */ }
+      throw new Error(`ticket refused: ${why}`);
+    }
+    return (await res.json()).ticket;
+  }
+
+  async function connect() {
+    clearTimeout(st.retryTimer);
+    if (st.ws) return;
+    st.manualDrop = false;
+    setConn('connecting');
+    let ticket;
+    try {
+      ticket = await getTicket();
+    } catch (e) {
+      setConn('disconnected', e.message);
+      scheduleRetry();
+      return;
+    }
+    if (st.ws) return;
+    const proto = location.protocol === 'https:' ? 'wss:' : 'ws:';
+    const url = `${proto}//${location.host}/rooms/${encodeURIComponent(st.room)}/socket?ticket=${encodeURIComponent(ticket)}`;
+    const ws = new WebSocket(url);
+    st.ws = ws;
+    ws.onopen = () => {
+      if (st.ws !== ws) return;
+      setConn('connected');
+      showError('');
+      st.retries = 0;
+      log('socket open');
+    };
+    ws.onmessage = (ev) => {
+      if (st.ws !== ws) return;
+      let msg;
+      try { msg = JSON.parse(ev.data); } catch (_) { return; }
+      handle(msg);
+    };
+    ws.onclose = (ev) => {
+      if (st.ws !== ws) return; // a socket this page already replaced
+      st.ws = null;
+      clearInterval(st.heartbeatTimer);
+      clearTypingAll();
+      setConn('disconnected', `${ev.code}${ev.reason ? ' ' + ev.reason : ''}`);
+      log(`socket closed ${ev.code} ${ev.reason}`);
+      // 4003: we left; 4009: the lobby is full. Anything else that we did
+      // not ask for is worth a reconnect within the grace.
+      if (!st.manualDrop && ev.code !== 4003 && ev.code !== 4009) scheduleRetry();
+    };
+  }
+
+  function scheduleRetry() {
+    if (st.manualDrop || st.retries >= 6) return;
+    const delay = Math.min(8000, 500 * 2 ** st.retries);
+    st.retries++;
+    clearTimeout(st.retryTimer);
+    st.retryTimer = setTimeout(connect, delay);
+  }
+
+  function drop() {
+    st.manualDrop = true;
+    clearTimeout(st.retryTimer);
+    if (st.ws) st.ws.close(1000, 'dropped by the user');
+  }
+
+  function handle(msg) {
+    switch (msg.type) {
+      case 'lobby.state': return onState(msg);
+      case 'welcome':
+        log(`attached as connection ${msg.connection}`);
+        clearInterval(st.heartbeatTimer);
+        // Browsers answer WebSocket pings by themselves; the app heartbeat
+        // is a second signal for proxies that eat pings.
+        if (msg.heartbeatMs > 0) st.heartbeatTimer = setInterval(() => send({ type: 'heartbeat' }), Math.max(1000, msg.heartbeatMs));
+        return;
+      case 'chat.history':
+        for (const m of msg.messages) addMessage(m);
+        return;
+      case 'chat.message': return addMessage(msg);
+      case 'message.read': return addReceipt(msg.messageId, msg.userId);
+      case 'typing': return setTyping(msg.userId, msg.typing);
+      case 'typing.state':
+        clearTypingAll();
+        for (const u of msg.userIds) setTyping(u, true);
+        return;
+      case 'error':
+        showError(`${msg.code}: ${msg.message}`);
+        log(`error ${msg.code} (${msg.requestType || '-'})`);
+        return;
+      default:
+        return; // pong and anything newer than this page
+    }
+  }
+
+  function onState(msg) {
+    if (typeof msg.version !== 'number') return;
+    if (msg.version <= st.highest) {
+      st.ignored++;
+      log(`ignored stale revision ${msg.version} (have ${st.highest})`);
+      return;
+    }
+    st.highest = msg.version;
+    st.host = msg.hostId;
+    st.members = Array.isArray(msg.members)
+      ? msg.members
+      : (msg.playerIds || []).map((id) => ({ userId: id, status: 'online', joinSeq: 0, host: id === msg.hostId }));
+    $('revision').textContent = String(msg.version);
+    renderMembers();
+    const what = msg.reason === 'snapshot' ? 'snapshot' : `${msg.reason}${msg.subjectId ? ' · ' + msg.subjectId : ''}`;
+    $('last-change').textContent = `rev ${msg.version}: ${what}`;
+    log(`rev ${msg.version} ${what} host=${msg.hostId ?? 'none'}`);
+  }
+
+  function renderMembers() {
+    const list = $('members');
+    list.replaceChildren();
+    const iAmHost = st.host === st.user;
+    for (const m of st.members) {
+      const li = document.createElement('li');
+      li.dataset.user = m.userId;
+      li.dataset.status = m.status;
+      if (m.userId === st.host) li.classList.add('host');
+      if (m.status === 'reconnecting') li.classList.add('reconnecting');
+      if (m.userId === st.user) li.classList.add('me');
+      const name = document.createElement('span');
+      name.className = 'name';
+      name.textContent = m.userId + (m.userId === st.user ? ' (you)' : '');
+      const status = document.createElement('span');
+      status.className = 'status';
+      status.textContent = m.status === 'reconnecting' ? 'reconnecting…' : (m.userId === st.host ? 'host' : 'online');
+      const seq = document.createElement('span');
+      seq.className = 'seq';
+      seq.textContent = m.joinSeq ? `#${m.joinSeq}` : '';
+      li.append(name, status, seq);
+      if (iAmHost && m.userId !== st.user && m.status === 'online') {
+        const b = document.createElement('button');
+        b.type = 'button';
+        b.className = 'make-host';
+        b.textContent = 'Make host';
+        b.addEventListener('click', () => send({ type: 'host.transfer', to: m.userId }));
+        li.append(b);
+      }
+      list.append(li);
+    }
+    const role = $('role');
+    const member = st.members.some((m) => m.userId === st.user);
+    role.dataset.role = iAmHost ? 'host' : (member ? 'member' : 'none');
+    role.textContent = iAmHost ? 'You are the host' : (member ? 'You are a member' : 'You are not in the lobby');
+  }
+
+  function addMessage(m) {
+    let entry = st.messages.get(m.messageId);
+    if (!entry) {
+      const li = document.createElement('li');
+      li.dataset.id = m.messageId;
+      if (m.userId === st.user) li.classList.add('mine');
+      const author = document.createElement('span');
+      author.className = 'author';
+      author.textContent = m.userId;
+      const text = document.createElement('span');
+      text.className = 'text';
+      text.textContent = m.text;
+      const time = document.createElement('span');
+      time.className = 'time';
+      const t = new Date(m.time);
+      time.textContent = isNaN(t) ? '' : t.toLocaleTimeString();
+      const receipts = document.createElement('span');
+      receipts.className = 'receipts';
+      li.append(author, text, time, receipts);
+      $('messages').append(li);
+      li.scrollIntoView({ block: 'nearest' });
+      entry = { msg: m, readBy: new Set(), el: li };
+      st.messages.set(m.messageId, entry);
+    }
+    for (const r of m.readBy || []) entry.readBy.add(r);
+    renderReceipts(entry);
+    if (m.userId !== st.user) setTyping(m.userId, false);
+    markRead();
+  }
+
+  function addReceipt(id, user) {
+    const entry = st.messages.get(id);
+    if (!entry) return;
+    entry.readBy.add(user);
+    renderReceipts(entry);
+  }
+
+  function renderReceipts(entry) {
+    const el = entry.el.querySelector('.receipts');
+    el.textContent = entry.readBy.size ? `read by ${[...entry.readBy].join(', ')}` : '';
+  }
+
+  // markRead sends a receipt for every message of others the user can see.
+  function markRead() {
+    if (document.visibilityState !== 'visible') return;
+    for (const [id, entry] of st.messages) {
+      if (entry.msg.userId === st.user || st.readsSent.has(id) || entry.readBy.has(st.user)) continue;
+      if (send({ type: 'message.read', messageId: id })) st.readsSent.add(id);
+    }
+  }
+
+  function setTyping(user, on) {
+    if (user === st.user) return;
+    clearTimeout(st.typing.get(user));
+    st.typing.delete(user);
+    if (on) st.typing.set(user, setTimeout(() => setTyping(user, false), 6000));
+    const who = [...st.typing.keys()];
+    $('typing').textContent = who.length ? `${who.join(', ')} ${who.length > 1 ? 'are' : 'is'} typing…` : '';
+  }
+
+  function clearTypingAll() {
+    for (const t of st.typing.values()) clearTimeout(t);
+    st.typing.clear();
+    $('typing').textContent = '';
+  }
+
+  function onInput() {
+    const now = Date.now();
+    if (now - st.lastTypingSent > 2000) {
+      if (send({ type: 'typing.set', typing: true })) st.lastTypingSent = now;
+    }
+    clearTimeout(st.typingOffTimer);
+    st.typingOffTimer = setTimeout(stopTyping, 3000);
+  }
+
+  function stopTyping() {
+    clearTimeout(st.typingOffTimer);
+    if (st.lastTypingSent) send({ type: 'typing.set', typing: false });
+    st.lastTypingSent = 0;
+  }
+
+  $('join-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const user = $('user').value;
+    const room = $('room').value;
+    if (!user.trim() || !room.trim()) return;
+    if (user !== st.user || room !== st.room) {
+      // Another identity or room: a new revision sequence.
+      drop();
+      st.ws = null;
+      st.highest = -1;
+      st.messages.clear();
+      st.readsSent.clear();
+      $('messages').replaceChildren();
+      $('members').replaceChildren();
+      $('revision').textContent = '–';
+    }
+    st.user = user;
+    st.room = room;
+    $('room-name').textContent = room;
+    $('lobby').hidden = false;
+    const params = new URLSearchParams({ user, room });
+    history.replaceState(null, '', `?${params}`);
+    st.retries = 0;
+    connect();
+  });
+
+  $('chat-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const input = $('chat-input');
+    const text = input.value;
+    if (!text.trim()) return;
+    const clientMsgId = `${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+    if (send({ type: 'chat.send', text, clientMsgId })) {
+      input.value = '';
+      stopTyping();
+    }
+  });
+  $('chat-input').addEventListener('input', onInput);
+  $('drop').addEventListener('click', drop);
+  $('reconnect').addEventListener('click', () => { st.retries = 0; connect(); });
+  document.addEventListener('visibilitychange', markRead);
+
+  // ?user=…&room=… fills the form and joins, for bookmarks and tests.
+  const params = new URLSearchParams(location.search);
+  if (params.get('user') && params.get('room')) {
+    $('user').value = params.get('user');
+    $('room').value = params.get('room');
+    $('join-form').requestSubmit();
+  }
+})();
