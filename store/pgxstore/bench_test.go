@@ -31,7 +31,7 @@ func BenchmarkWriteHeartbeat(b *testing.B) {
 }
 
 func benchHeartbeat(b *testing.B, clients int) {
-	pool := benchPool(b, int32(clients)+2) // +2: the wake-up sender and slack
+	pool := benchPool(b, int32(clients))
 	s := newTestStoreOn(b, pool)
 	ctx := context.Background()
 	data := bytes.Repeat([]byte{'x'}, 200)

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Tuning of the listening connection and the wake-ups.
+// Tuning of the listening connection.
 const (
 	// listenKeepalive is how long the listener waits for a notification
 	// before it pings the server to find out whether the connection still
@@ -21,8 +21,6 @@ const (
 	// minBackoff and maxBackoff bound the pause between reconnect attempts.
 	minBackoff = 50 * time.Millisecond
 	maxBackoff = 2 * time.Second
-	// wakeTimeout bounds one wake-up statement.
-	wakeTimeout = 5 * time.Second
 )
 
 // notifier fans the notifications of one listening connection out to every
@@ -49,25 +47,26 @@ func (n *notifier) init(s *Store) {
 	n.keepalive = listenKeepalive
 }
 
-// Notify returns a channel that receives a value (coalesced: one value may
-// stand for many writes) after every successful Write and Delete by any
-// process sharing the schema, and once more whenever the listening
-// connection had to be re-established (notifications sent meanwhile are
-// lost). It is closed when ctx is done.
+// Notify returns a channel that receives a value after every Write that
+// appends events, by any process sharing the schema, and once more whenever
+// the listening connection had to be re-established (notifications sent
+// meanwhile are lost). Values are coalesced: one may stand for many writes.
+// Writes without events (heartbeats) and Deletes notify nobody. The channel
+// is closed when ctx is done.
+//
+// The notification is part of the write: the statement that appends the
+// events also calls pg_notify, which PostgreSQL delivers when, and only if,
+// the transaction commits, even if the writing process dies right after.
+// The price is PostgreSQL's: committing transactions that notify queue for
+// one database-wide lock, so writes with events commit one at a time
+// (heartbeats are not affected).
 //
 // The Store keeps one dedicated connection (outside the pool, configured
 // like it) listening while any channel is open, pings it after a quiet
-// half minute to detect a dead link, and reconnects with backoff.
-// Notify returns an error if that connection has to be opened and cannot
-// be; once Notify has returned, writes committed afterwards are signalled.
-//
-// Wake-ups are best effort, not part of the write: the writing process
-// sends them after its commit, asynchronously and coalesced (at most one
-// per wake interval per Store, see [WithWakeInterval]), in a transaction of
-// their own. This keeps NOTIFY's commit-serialising lock off the write
-// path. A writer that crashes between its commit and the wake-up, or cannot
-// reach the database for it, wakes nobody, so relays and sweepers should
-// still look on their own every few seconds.
+// half minute to detect a dead link, and reconnects with backoff. Notify
+// returns an error if that connection has to be opened and cannot be; once
+// Notify has returned, every qualifying write committed afterwards is
+// signalled.
 func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -196,47 +195,4 @@ func closeQuietly(conn *pgx.Conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_ = conn.Close(ctx)
-}
-
-// waker sends this Store's wake-ups: after a successful Write or Delete,
-// wake marks one as pending and makes sure a sender goroutine runs; the
-// sender issues one NOTIFY for everything that piled up while the previous
-// one was in flight or the wake interval was running.
-type waker struct {
-	pending atomic.Bool // a write committed since the last NOTIFY was sent
-	running atomic.Bool // a sender goroutine exists
-}
-
-// wake is called after every successful Write and Delete. It never blocks.
-func (s *Store) wake() {
-	s.waker.pending.Store(true)
-	if s.waker.running.CompareAndSwap(false, true) {
-		go s.sendWakes()
-	}
-}
-
-func (s *Store) sendWakes() {
-	for {
-		for s.waker.pending.Swap(false) {
-			ctx, cancel := context.WithTimeout(context.Background(), wakeTimeout)
-			_, err := s.pool.Exec(ctx, s.q.wake)
-			cancel()
-			if err != nil {
-				// Leave it pending for the next successful write to
-				// retry, rather than hammer a database that is down.
-				s.waker.pending.Store(true)
-				s.waker.running.Store(false)
-				return
-			}
-			if s.wakeInterval > 0 {
-				time.Sleep(s.wakeInterval) // rate limit, not synchronisation
-			}
-		}
-		s.waker.running.Store(false)
-		// A wake that came after the Swap above but before running was
-		// cleared saw a running sender and started none: take it over.
-		if !s.waker.pending.Load() || !s.waker.running.CompareAndSwap(false, true) {
-			return
-		}
-	}
 }

@@ -2,9 +2,11 @@ package pgxstore
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lobbyhost/lobbyhost/store"
@@ -54,7 +56,7 @@ func otherProcess(t *testing.T, s *Store) *Store {
 	return o
 }
 
-// TestNotifyHearsOtherProcesses: writes and deletes made through another
+// TestNotifyHearsOtherProcesses: writes with events made through another
 // pool (another process) wake this Store's subscribers.
 func TestNotifyHearsOtherProcesses(t *testing.T) {
 	s := newTestStore(t)
@@ -64,15 +66,68 @@ func TestNotifyHearsOtherProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := other.Write(ctx, store.Write{ID: "l", Data: []byte("x")}); err != nil {
+	for v := range uint64(3) {
+		ev := []store.Event{{Lobby: "l", Seq: v + 1}}
+		if err := other.Write(ctx, store.Write{ID: "l", Expected: v, Events: ev}); err != nil {
+			t.Fatal(err)
+		}
+		receive(t, ch, "another process's Write with events")
+		drain(ch)
+	}
+}
+
+// TestOnlyEventWritesNotify: heartbeats (writes without events), failed
+// writes and Deletes send no notification; a write with events sends one.
+// Notifications arrive in commit order, so a marker sent last bounds what
+// the listener must have seen.
+func TestOnlyEventWritesNotify(t *testing.T) {
+	s := newTestStore(t)
+	ctx := ctxT(t)
+	conn, err := pgx.Connect(ctx, testDSN(t))
+	if err != nil {
 		t.Fatal(err)
 	}
-	receive(t, ch, "another process's Write")
-	drain(ch)
-	if err := other.Delete(ctx, "l", 1, 0); err != nil {
+	defer closeQuietly(conn)
+	if _, err := conn.Exec(ctx, "LISTEN "+quoteIdent(s.channel)); err != nil {
 		t.Fatal(err)
 	}
-	receive(t, ch, "another process's Delete")
+	deadline := time.Unix(1_000, 0)
+	writes := []struct {
+		w       store.Write
+		wantErr error
+	}{
+		{store.Write{ID: "hb", Deadline: deadline}, nil},                                              // create
+		{store.Write{ID: "hb", Expected: 1, Deadline: deadline.Add(time.Second)}, nil},                // later
+		{store.Write{ID: "hb", Expected: 2, Deadline: deadline.Add(-time.Second)}, nil},               // earlier
+		{store.Write{ID: "hb", Expected: 3}, nil},                                                     // cleared
+		{store.Write{ID: "hb", Expected: 9, Events: []store.Event{{Lobby: "hb"}}}, store.ErrConflict}, // failed
+		{store.Write{ID: "ev", Events: []store.Event{{Lobby: "ev", Seq: 1}}}, nil},                    // the one
+	}
+	for i, x := range writes {
+		if err := s.Write(ctx, x.w); !errors.Is(err, x.wantErr) {
+			t.Fatalf("write %d = %v, want %v", i, err, x.wantErr)
+		}
+	}
+	if err := s.Delete(ctx, "hb", 4, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.pool.Exec(ctx, "SELECT pg_notify($1, 'marker')", s.channel); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			t.Fatalf("waiting for notifications: %v (got %q so far)", err, got)
+		}
+		if n.Payload == "marker" {
+			break
+		}
+		got = append(got, n.Payload)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d notifications before the marker, want 1 (for the one write with events)", len(got))
+	}
 }
 
 // TestNotifyReconnects: when the listening connection is killed, the
@@ -97,7 +152,7 @@ func TestNotifyReconnects(t *testing.T) {
 	}
 	receive(t, ch, "the listener reconnected")
 	drain(ch)
-	if err := s.Write(ctx, store.Write{ID: "l"}); err != nil {
+	if err := s.Write(ctx, store.Write{ID: "l", Events: []store.Event{{Lobby: "l", Seq: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, ch, "a Write after the reconnect")
@@ -125,7 +180,7 @@ func TestNotifyKeepalive(t *testing.T) {
 		t.Fatalf("keepalive reconnected (new backend %d), want the same connection kept", pid)
 	default:
 	}
-	if err := s.Write(ctx, store.Write{ID: "l"}); err != nil {
+	if err := s.Write(ctx, store.Write{ID: "l", Events: []store.Event{{Lobby: "l", Seq: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, ch, "a Write after keepalive pings")
@@ -195,7 +250,7 @@ func TestNotifyListensOnlyWhileSubscribed(t *testing.T) {
 	if again := nextPID(t, listened, "Notify after the listener stopped"); again == pid {
 		t.Fatalf("new subscription reuses closed backend %d", pid)
 	}
-	if err := s.Write(ctx, store.Write{ID: "l"}); err != nil {
+	if err := s.Write(ctx, store.Write{ID: "l", Events: []store.Event{{Lobby: "l", Seq: 1}}}); err != nil {
 		t.Fatal(err)
 	}
 	receive(t, ch3, "a Write to a new subscription")

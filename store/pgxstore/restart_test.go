@@ -118,10 +118,11 @@ func TestDatabaseRestart(t *testing.T) {
 	}
 	nextPID(t, listened, "after the restart")
 	drain(ch)
-	if err := s.Write(ctx, store.Write{ID: "l", Expected: 2, Data: []byte("again")}); err != nil {
+	ev := []store.Event{{Lobby: "l", Seq: 3}}
+	if err := s.Write(ctx, store.Write{ID: "l", Expected: 2, Data: []byte("again"), Events: ev}); err != nil {
 		t.Fatal(err)
 	}
-	receive(t, ch, "a Write after the restart")
+	receive(t, ch, "a Write with events after the restart")
 }
 
 // traffic writes one lobby in a loop until stopped.

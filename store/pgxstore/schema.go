@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS %[1]s.lobbies (
 CREATE INDEX IF NOT EXISTS lobbies_due ON %[1]s.lobbies (deadline, id)
 	WHERE deadline IS NOT NULL;
 
--- One value per write that carries events; orders the outbox by commit.
+-- One value per write that carries events; orders the outbox by write.
 CREATE SEQUENCE IF NOT EXISTS %[1]s.outbox_pos;
 
 CREATE TABLE IF NOT EXISTS %[1]s.outbox (
@@ -96,10 +96,9 @@ type queries struct {
 	delete                                     string
 	due, claim                                 string
 	pending, ack                               string
-	wake                                       string
 }
 
-func buildQueries(schema, channel string) queries {
+func buildQueries(schema string) queries {
 	s := quoteIdent(schema)
 	r := strings.NewReplacer("_S_.", s+".", "POSSEQ", quoteLiteral(s+".outbox_pos"))
 	q := queries{
@@ -114,8 +113,9 @@ func buildQueries(schema, channel string) queries {
 ON CONFLICT (id) DO NOTHING`,
 
 		// As create, plus the events ($5 seqs, $6 data) under one outbox
-		// position, inserted only if the lobby row was. Returns the number
-		// of lobby rows written.
+		// position, inserted only if the lobby row was, and a notification
+		// on channel $7 that PostgreSQL delivers when (and only if) the
+		// transaction commits. Returns the number of lobby rows written.
 		createEvents: `WITH w AS (
 	INSERT INTO _S_.lobbies (id, version, data, deadline) VALUES ($1, $2, $3, $4)
 	ON CONFLICT (id) DO NOTHING
@@ -124,15 +124,18 @@ p AS (SELECT nextval(POSSEQ) AS pos FROM w),
 e AS (INSERT INTO _S_.outbox (pos, idx, lobby, seq, data)
 	SELECT p.pos, x.idx, $1, x.seq, x.data
 	FROM p, unnest($5::bigint[], $6::bytea[]) WITH ORDINALITY AS x(seq, data, idx))
-SELECT count(*) FROM w`,
+SELECT count(*), count(pg_notify($7, '')) FROM w`,
 
-		// The heartbeat path: one conditional UPDATE of one row.
+		// The heartbeat path: one conditional UPDATE of one row. It sends
+		// no notification: NOTIFY makes committing transactions queue for
+		// one database-wide lock, which heartbeats must not pay for.
 		// $1 id, $2 expected, $3 next, $4 data, $5 deadline.
 		update: `UPDATE _S_.lobbies
 SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NULL
 WHERE id = $1 AND version = $2`,
 
-		// As update, plus the events ($6 seqs, $7 data).
+		// As update, plus the events ($6 seqs, $7 data) and the
+		// notification on channel $8, as in createEvents.
 		updateEvents: `WITH w AS (
 	UPDATE _S_.lobbies
 	SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NULL
@@ -142,7 +145,7 @@ p AS (SELECT nextval(POSSEQ) AS pos FROM w),
 e AS (INSERT INTO _S_.outbox (pos, idx, lobby, seq, data)
 	SELECT p.pos, x.idx, $1, x.seq, x.data
 	FROM p, unnest($6::bigint[], $7::bytea[]) WITH ORDINALITY AS x(seq, data, idx))
-SELECT count(*) FROM w`,
+SELECT count(*), count(pg_notify($8, '')) FROM w`,
 
 		// $1 id, $2 expected, $3 floor.
 		delete: `UPDATE _S_.lobbies
@@ -178,11 +181,6 @@ RETURNING l.id, l.deadline`,
 	FOR UPDATE OF o)
 DELETE FROM _S_.outbox AS o USING k WHERE o.pos = k.pos AND o.idx = k.idx`,
 	}
-	// A wake-up, sent with the simple protocol as one round trip. Its
-	// commit need not wait for the WAL flush: a lost wake-up costs nothing
-	// that a crash would not cost anyway.
-	q.wake = "BEGIN; SET LOCAL synchronous_commit TO off; SELECT pg_notify(" +
-		quoteLiteral(channel) + ", ''); COMMIT"
 	for _, p := range []*string{
 		&q.load, &q.probe, &q.create, &q.createEvents, &q.update, &q.updateEvents,
 		&q.delete, &q.due, &q.claim, &q.pending, &q.ack,

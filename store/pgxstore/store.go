@@ -35,13 +35,8 @@ const (
 type Option func(*config)
 
 type config struct {
-	schema       string
-	wakeInterval time.Duration
+	schema string
 }
-
-// DefaultWakeInterval is the shortest pause between two wake-ups (NOTIFYs)
-// a Store sends unless [WithWakeInterval] says otherwise.
-const DefaultWakeInterval = 10 * time.Millisecond
 
 // WithSchema makes the Store keep its tables in the named PostgreSQL schema
 // instead of [DefaultSchema], so several applications (or tests) can share a
@@ -54,17 +49,6 @@ func WithSchema(name string) Option {
 	return func(c *config) { c.schema = name }
 }
 
-// WithWakeInterval sets the shortest pause between two wake-ups the Store
-// sends for its writes (see [Store.Notify]): writes committed during the
-// pause share one wake-up sent when it ends. Shorter means listeners hear of
-// writes sooner and are woken more often. The default is
-// [DefaultWakeInterval]; 0 sends the next wake-up as soon as the previous
-// one is done. A negative interval makes New return an error wrapping
-// store.ErrInvalid.
-func WithWakeInterval(d time.Duration) Option {
-	return func(c *config) { c.wakeInterval = d }
-}
-
 // Store is a store.Store on PostgreSQL. It is safe for concurrent use by many
 // goroutines and many processes sharing the same schema. Create it with
 // [New] and the schema with [Store.Migrate].
@@ -74,9 +58,6 @@ type Store struct {
 	channel string // LISTEN/NOTIFY channel
 	q       queries
 	notify  notifier
-
-	wakeInterval time.Duration
-	waker        waker
 }
 
 // New returns a Store that runs its statements on pool. The caller keeps
@@ -88,23 +69,18 @@ func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pgxstore: nil pool: %w", store.ErrInvalid)
 	}
-	c := config{schema: DefaultSchema, wakeInterval: DefaultWakeInterval}
+	c := config{schema: DefaultSchema}
 	for _, o := range opts {
 		o(&c)
 	}
 	if err := validSchema(c.schema); err != nil {
 		return nil, err
 	}
-	if c.wakeInterval < 0 {
-		return nil, fmt.Errorf("pgxstore: negative wake interval %v: %w", c.wakeInterval, store.ErrInvalid)
-	}
-	channel := c.schema + channelSuffix
 	s := &Store{
-		pool:         pool,
-		schema:       c.schema,
-		channel:      channel,
-		q:            buildQueries(c.schema, channel),
-		wakeInterval: c.wakeInterval,
+		pool:    pool,
+		schema:  c.schema,
+		channel: c.schema + channelSuffix,
+		q:       buildQueries(c.schema),
 	}
 	s.notify.init(s)
 	return s, nil
@@ -202,12 +178,12 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 		sql, args = s.q.create, []any{id, next, data, deadline}
 	case w.Expected == 0:
 		seqs, datas := eventColumns(w.Events)
-		sql, args = s.q.createEvents, []any{id, next, data, deadline, seqs, datas}
+		sql, args = s.q.createEvents, []any{id, next, data, deadline, seqs, datas, s.channel}
 	case len(w.Events) == 0:
 		sql, args = s.q.update, []any{id, int64(w.Expected), next, data, deadline}
 	default:
 		seqs, datas := eventColumns(w.Events)
-		sql, args = s.q.updateEvents, []any{id, int64(w.Expected), next, data, deadline, seqs, datas}
+		sql, args = s.q.updateEvents, []any{id, int64(w.Expected), next, data, deadline, seqs, datas, s.channel}
 	}
 	var written int64
 	if len(w.Events) == 0 {
@@ -216,13 +192,12 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 			return s.fail(ctx, "write", w.ID, err)
 		}
 		written = tag.RowsAffected()
-	} else if err := s.pool.QueryRow(ctx, sql, args...).Scan(&written); err != nil {
+	} else if err := s.pool.QueryRow(ctx, sql, args...).Scan(&written, nil); err != nil {
 		return s.fail(ctx, "write", w.ID, err)
 	}
 	if written == 0 {
 		return fmt.Errorf("pgxstore: write %q: version is not %d: %w", w.ID, w.Expected, store.ErrConflict)
 	}
-	s.wake()
 	return nil
 }
 
@@ -257,7 +232,6 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 			return s.fail(ctx, "delete", id, err)
 		}
 		if tag.RowsAffected() == 1 {
-			s.wake()
 			return nil
 		}
 		// Nothing matched: tell a missing record from a different version
