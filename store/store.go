@@ -120,6 +120,9 @@ type Store interface {
 	//
 	// It returns ErrConflict if the version differs, ErrInvalid if w.ID is
 	// empty or an event names another lobby; in both cases it writes nothing.
+	// Any other error (a lost connection, a context that ended mid-flight)
+	// leaves the outcome unknown: the write may have committed. Load again
+	// before deciding; compare-and-set makes a retry safe.
 	Write(ctx context.Context, w Write) error
 
 	// Delete removes the lobby's record and its deadline if its version
