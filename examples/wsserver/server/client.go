@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
 )
@@ -27,6 +28,10 @@ type client struct {
 	user   string
 
 	send chan []byte
+	// ping paces the server's pings. It is created with the client, before
+	// the join, so that a fake clock advanced after the join always finds
+	// it.
+	ping clockwork.Ticker
 	// ctx is cancelled for a hard close (slow consumer, write failure):
 	// it aborts a blocked read or write at once.
 	ctx    context.Context
@@ -60,6 +65,7 @@ func newClient(s *Server, conn *websocket.Conn, room, user string) *client {
 		roomID:       room,
 		user:         user,
 		send:         make(chan []byte, s.cfg.SendQueue),
+		ping:         s.clock.NewTicker(s.cfg.PingInterval),
 		ctx:          ctx,
 		cancel:       cancel,
 		done:         make(chan struct{}),
@@ -173,8 +179,7 @@ func (c *client) closeStatus() (websocket.StatusCode, string) {
 // socket.
 func (c *client) writeLoop() {
 	defer close(c.writerDone)
-	ping := c.s.clock.NewTicker(c.s.cfg.PingInterval)
-	defer ping.Stop()
+	defer c.ping.Stop()
 	for {
 		select {
 		case <-c.done:
@@ -186,7 +191,7 @@ func (c *client) writeLoop() {
 				c.conn.CloseNow()
 				return
 			}
-		case <-ping.Chan():
+		case <-c.ping.Chan():
 			ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.PingTimeout)
 			err := c.conn.Ping(ctx)
 			cancel()

@@ -164,7 +164,15 @@ func (e *env) joinWith(user, path string) *wsClient {
 	if err != nil {
 		e.t.Fatalf("dial %s as %s: status %d: %v", path, user, status, err)
 	}
-	return newWSClient(e.t, user, c)
+	wc := newWSClient(e.t, user, c)
+	select {
+	case <-wc.attached:
+	case <-wc.closed:
+		e.t.Fatalf("%s: socket closed before the welcome: %v", user, wc.closeErr)
+	case <-time.After(waitLimit):
+		e.t.Fatalf("%s: no welcome within %v", user, waitLimit)
+	}
+	return wc
 }
 
 // snapshot reads a lobby through the Service.
@@ -198,14 +206,14 @@ type msg struct {
 	PreviousHostID *string  `json:"previousHostId"`
 	At             string   `json:"at"`
 
-	Code        string `json:"code"`
-	RequestType string `json:"requestType"`
-	MessageID   string `json:"messageId"`
-	UserID      string `json:"userId"`
-	Text        string `json:"text"`
-	Typing      bool   `json:"typing"`
+	Code        string   `json:"code"`
+	RequestType string   `json:"requestType"`
+	MessageID   string   `json:"messageId"`
+	UserID      string   `json:"userId"`
+	Text        string   `json:"text"`
+	Typing      bool     `json:"typing"`
 	UserIDs     []string `json:"userIds"`
-	Connection  uint64 `json:"connection"`
+	Connection  uint64   `json:"connection"`
 	Messages    []struct {
 		MessageID string   `json:"messageId"`
 		UserID    string   `json:"userId"`
@@ -250,6 +258,8 @@ type wsClient struct {
 
 	closed   chan struct{}
 	closeErr error
+	attached chan struct{} // closed at the welcome message
+
 
 	mu         sync.Mutex
 	lastRev    uint64
@@ -259,7 +269,7 @@ type wsClient struct {
 }
 
 func newWSClient(t *testing.T, user string, c *websocket.Conn) *wsClient {
-	wc := &wsClient{t: t, user: user, conn: c, in: make(chan msg, 4096), closed: make(chan struct{})}
+	wc := &wsClient{t: t, user: user, conn: c, in: make(chan msg, 4096), closed: make(chan struct{}), attached: make(chan struct{})}
 	go wc.readLoop()
 	t.Cleanup(func() {
 		c.CloseNow()
@@ -289,6 +299,9 @@ func (c *wsClient) readLoop() {
 			continue
 		}
 		m.raw = string(data)
+		if m.Type == "welcome" {
+			close(c.attached)
+		}
 		if m.Type == "lobby.state" {
 			c.mu.Lock()
 			if c.hasRev && m.Version <= c.lastRev {
@@ -487,3 +500,18 @@ func (s *syncBuffer) String() string {
 }
 
 type serverConfig = server.Config
+
+func (e *env) ticketTTL() time.Duration {
+	if e.cfg.TicketTTL != 0 {
+		return e.cfg.TicketTTL
+	}
+	return server.DefaultTicketTTL
+}
+
+func contextWithLimit() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), waitLimit)
+}
+
+func dialWithOrigin(ctx context.Context, u, origin string) (*websocket.Conn, *http.Response, error) {
+	return websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}}})
+}

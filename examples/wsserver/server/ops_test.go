@@ -1,0 +1,248 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
+	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/store/memstore"
+)
+
+// losingRelay is a shared store as seen by a process whose relay always
+// loses the race for the outbox: another process publishes every event.
+type losingRelay struct{ *memstore.Store }
+
+func (losingRelay) Pending(context.Context, int) ([]store.Event, error) { return nil, nil }
+
+// Two server processes on one shared store: players on different servers
+// see each other's changes although one server's relay never publishes
+// anything (peer refresh fills in).
+func TestTwoServersShareAStore(t *testing.T) {
+	st := memstore.New()
+	clock := clockwork.NewFakeClockAt(epoch)
+	cfg := func(st store.Store) server.Config {
+		return server.Config{
+			Store:         st,
+			Authenticator: server.HeaderAuthenticator{},
+			Clock:         clock,
+			Policy:        testPolicy(),
+			PeerRefresh:   true,
+			Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		}
+	}
+	a := startEnv(t, cfg(losingRelay{st}), nil)
+	b := startEnv(t, cfg(st), nil)
+	const room = "shared"
+
+	alice := a.join(room, "alice")
+	alice.waitState("alice", func(m msg) bool { return m.host() == "alice" })
+	bob := b.join(room, "bob")
+	bob.waitState("both", func(m msg) bool { return players(m) == "alice,bob" })
+	alice.waitState("bob, via the other server", func(m msg) bool { return players(m) == "alice,bob" })
+
+	carol := b.join(room, "carol")
+	carol.waitState("three", func(m msg) bool { return players(m) == "alice,bob,carol" })
+	alice.waitState("carol, via the other server", func(m msg) bool { return players(m) == "alice,bob,carol" })
+
+	alice.conn.CloseNow()
+	for _, c := range []*wsClient{bob, carol} {
+		c.waitState("alice reconnecting", func(m msg) bool { return hasMember(m, "alice", "reconnecting") && m.host() == "alice" })
+	}
+	// Back on the other server, inside the grace: still host.
+	alice2 := b.join(room, "alice")
+	m := alice2.waitState("alice online", func(m msg) bool { return hasMember(m, "alice", "online") })
+	if m.host() != "alice" {
+		t.Errorf("alice back on another server: host %q, want alice", m.host())
+	}
+}
+
+// Shutdown closes every socket with 1001 and reports each close, so the
+// members are reconnecting (and may come back elsewhere within the grace).
+func TestShutdown(t *testing.T) {
+	e := newEnv(t, nil)
+	alice := e.join("r", "alice")
+	bob := e.join("r", "bob")
+	bob.waitState("both", func(m msg) bool { return players(m) == "alice,bob" })
+	resp, _ := e.get("/healthz", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("healthz while running: %d", resp.StatusCode)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+	for _, c := range []*wsClient{alice, bob} {
+		if code := c.waitClosed(); code != 1001 {
+			t.Errorf("%s closed with %d, want 1001", c.user, code)
+		}
+	}
+	snap := e.snapshot("r")
+	for _, m := range snap.Members {
+		if m.Status.String() != "reconnecting" {
+			t.Errorf("after shutdown %s is %s, want reconnecting", m.Player, m.Status)
+		}
+	}
+	if snap.Host != "alice" {
+		t.Errorf("host after shutdown %q, want alice (kept through the grace)", snap.Host)
+	}
+	resp, _ = e.get("/healthz", nil)
+	if resp.StatusCode != 503 {
+		t.Errorf("healthz after shutdown: %d, want 503", resp.StatusCode)
+	}
+	if _, status, err := e.dialRaw("/ws?ticket=x"); err == nil || status != 503 {
+		t.Errorf("socket after shutdown: status %d (%v), want 503", status, err)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	e := newEnv(t, nil)
+	alice := e.join("r", "alice")
+	bob := e.join("r", "bob")
+	bob.waitState("both", func(m msg) bool { return players(m) == "alice,bob" })
+	alice.conn.CloseNow()
+	bob.waitState("alice reconnecting", func(m msg) bool { return hasMember(m, "alice", "reconnecting") })
+	e.dialRaw("/ws?ticket=nope")
+	e.advanceUntil(e.cfg.Policy.Grace, func(d time.Duration) bool {
+		_, ok := bob.tryFor(d, func(m msg) bool { return m.Type == "lobby.state" && m.host() == "bob" })
+		return ok
+	})
+
+	resp, body := e.get("/metrics", nil)
+	if resp.StatusCode != 200 {
+		t.Fatalf("/metrics: %d", resp.StatusCode)
+	}
+	text := string(body)
+	for _, want := range []string{
+		"lobbyhost_reconnect_deadlines_started_total 1",
+		"lobbyhost_lease_expirations_total 1",
+		"lobbyhost_reconnects_within_grace_total 0",
+		"lobbyhost_generations_timed_out_total 0",
+		"lobbyhost_stale_events_total 0",
+		`lobbyhost_host_changes_total{reason="lease_expired"} 1`,
+		"lobbyhost_hostless_seconds_total 0",
+		"wsserver_tickets_issued_total 2",
+		`wsserver_upgrades_refused_total{reason="ticket_unknown"} 1`,
+		"wsserver_sockets 1",
+	} {
+		if !strings.Contains(text, want+"\n") {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+}
+
+// Routine logs carry pseudonyms, never player IDs, tickets, chat text or
+// addresses.
+func TestLogsArePseudonymous(t *testing.T) {
+	var buf syncBuffer
+	e := newEnv(t, func(c *serverConfig) {
+		c.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		c.PseudonymKey = []byte("0123456789abcdef0123456789abcdef")
+	})
+	const alice, bob = "alice-real-name", "bob-real-name"
+	tk := e.ticket("logs", alice)
+	a := e.joinWith(alice, "/ws?ticket="+url.QueryEscape(tk))
+	b := e.join("logs", bob)
+	b.waitState("both", func(m msg) bool { return len(m.PlayerIDs) == 2 })
+	a.send(map[string]string{"type": "chat.send", "text": "SECRET-CHAT-TEXT"})
+	b.waitType("chat.message")
+	e.dialRaw("/ws?ticket=" + url.QueryEscape(tk)) // reuse, refused
+	a.conn.CloseNow()
+	b.waitState("alice reconnecting", func(m msg) bool { return hasMember(m, alice, "reconnecting") })
+	// Shutdown returns once every socket handler is done, detach logs
+	// included.
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	if err := e.srv.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pseudoBob := e.srv.Service().Pseudonym(bob)
+
+	logs := buf.String()
+	for _, secret := range []string{alice, bob, tk, "SECRET-CHAT-TEXT", "127.0.0.1"} {
+		if strings.Contains(logs, secret) {
+			t.Errorf("log contains %q:\n%s", secret, logs)
+		}
+	}
+	for _, want := range []string{e.srv.Service().Pseudonym(alice), pseudoBob, `"reason":"ticket_used"`, `"msg":"lobby transition"`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("log lacks %q:\n%s", want, logs)
+		}
+	}
+	// Every line is JSON (a structured log).
+	for _, line := range strings.Split(strings.TrimSpace(logs), "\n") {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("log line is not JSON: %s", line)
+		}
+	}
+}
+
+func TestPageAndHTTPAPI(t *testing.T) {
+	e := newEnv(t, nil)
+	tests := []struct {
+		path, wantType, wantBody string
+	}{
+		{"/", "text/html; charset=utf-8", "x-authenticated-user"},
+		{"/static/app.js", "text/javascript; charset=utf-8", "msg.version <= st.highest"},
+		{"/static/style.css", "text/css; charset=utf-8", ".reconnecting"},
+	}
+	for _, tt := range tests {
+		resp, body := e.get(tt.path, nil)
+		if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != tt.wantType {
+			t.Errorf("GET %s: %d %q, want 200 %q", tt.path, resp.StatusCode, resp.Header.Get("Content-Type"), tt.wantType)
+		}
+		if !strings.Contains(string(body), tt.wantBody) {
+			t.Errorf("GET %s: body lacks %q", tt.path, tt.wantBody)
+		}
+		if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "script-src 'self'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", tt.path, csp)
+		}
+	}
+
+	alice := e.join("api", "alice")
+	alice.waitType("typing.state")
+	resp, body := e.get("/rooms/api", map[string]string{"X-Authenticated-User": "bob"})
+	var state msg
+	if resp.StatusCode != 200 || json.Unmarshal(body, &state) != nil || state.Type != "lobby.state" ||
+		state.host() != "alice" || state.Reason != "snapshot" || state.Version != 1 {
+		t.Errorf("GET /rooms/api: %d %s, want a snapshot state at revision 1 hosted by alice", resp.StatusCode, body)
+	}
+	if resp, _ := e.get("/rooms/api", nil); resp.StatusCode != 401 {
+		t.Errorf("GET /rooms/api without a user: %d, want 401", resp.StatusCode)
+	}
+	if resp, _ := e.get("/nope", nil); resp.StatusCode != 404 {
+		t.Errorf("GET /nope: %d, want 404", resp.StatusCode)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	auth := server.HeaderAuthenticator{}
+	tests := []struct {
+		name string
+		cfg  server.Config
+	}{
+		{"no authenticator", server.Config{}},
+		{"tiny queue", server.Config{Authenticator: auth, SendQueue: 2}},
+		{"tiny frames", server.Config{Authenticator: auth, MaxMessageBytes: 10}},
+		{"chat above frame", server.Config{Authenticator: auth, MaxChatBytes: 1 << 20}},
+		{"short pseudonym key", server.Config{Authenticator: auth, PseudonymKey: []byte("short")}},
+		{"negative duration", server.Config{Authenticator: auth, WriteTimeout: -time.Second}},
+	}
+	for _, tt := range tests {
+		if _, err := server.New(tt.cfg); err == nil {
+			t.Errorf("%s: New succeeded, want an error", tt.name)
+		}
+	}
+	if _, err := server.New(server.Config{Authenticator: auth}); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
