@@ -20,9 +20,10 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // error if the store's change notifications cannot be set up.
 //
 // The sweeper sleeps on a timer set to the earliest deadline in the store,
-// is woken early when this Service commits an earlier one, and looks at the
-// store at least every resync interval (WithResync), which is how it finds
-// deadlines of other processes that stopped sweeping. Each pass applies every due deadline,
+// is woken early when this Service commits an earlier one (or, with a
+// store.Notifier, when any process commits events), and looks at the store
+// at least every resync interval (WithResync) for deadlines it could not
+// have heard of. Each pass applies every due deadline,
 // lobby by lobby in (deadline, lobby ID) order. Because expiries are applied
 // as of their deadlines, a sweeper that was paused or restarted produces
 // the same history as one that ran on time.
@@ -55,7 +56,13 @@ func (s *Service) Run(ctx context.Context) error {
 		go func() {
 			defer wg.Done()
 			for range ch {
+				// Another process committed visible changes, which
+				// usually bring new deadlines (a grace started, a member
+				// joined): look at the due index too, so that a process
+				// that dies before its deadlines does not leave them to
+				// the resync.
 				poke(s.relayPoke)
+				poke(s.sweepPoke)
 			}
 		}()
 	}
