@@ -21,7 +21,7 @@ import (
 //	{P:k}:out   stream, the outbox: one entry per event, fields l, s, d
 //	{P:k}:ix    hash from "seq:L" to the outbox entry IDs of that event
 //
-// Writes also publish on the channel {P}:notify (not a key).
+// Writes with events also publish on the channel {P}:notify (not a key).
 
 // deadlineKeyLen is the length of a deadline key: 16 hex digits of the Unix
 // seconds with the sign bit flipped, then 8 hex digits of the nanoseconds.

@@ -10,16 +10,18 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Every Write and Delete script publishes on the store's channel. Notify
-// subscribes to it; a message carries no data, it only says "look again".
+// Every Write script that appends events publishes on the store's channel;
+// heartbeats (writes without events) and Deletes do not, so the hot path
+// stays one cheap script. Notify subscribes to the channel; a message
+// carries no data, it only says "look again".
 
 // resubscribeDelay is how long Notify waits before subscribing again after
 // losing its connection, so that a server that is down is not hammered.
 const resubscribeDelay = 250 * time.Millisecond
 
 // Notify returns a channel that receives a value (coalesced: one value may
-// stand for many writes) after Writes and Deletes by any process using the
-// same server and prefix, from the moment Notify returns. The channel is
+// stand for many writes) after Writes that append events, by any process
+// using the same server and prefix, from the moment Notify returns. The channel is
 // closed once ctx is done or the client is closed.
 //
 // Pub/sub delivers at most once: when the subscription's connection breaks,

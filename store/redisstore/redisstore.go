@@ -194,7 +194,7 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 // Write stores w if the lobby's version (or floor) equals w.Expected: the
 // record, its deadline and its events in one script, so all or nothing. The
 // caller keeps ownership of w. A successful Write releases the lobby's claim
-// and publishes a notification.
+// and, if it carries events, publishes a notification.
 //
 // It returns store.ErrInvalid if w.ID is empty, an event names another
 // lobby, or w.Expected is the largest uint64 (no version follows it), and

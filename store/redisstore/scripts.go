@@ -73,7 +73,7 @@ for i = 8, #ARGV, 2 do
     redis.call('HSET', KEYS[4], f, redis.call('HGET', KEYS[4], f) .. ' ' .. sid)
   end
 end
-redis.call('PUBLISH', ARGV[6], 'w')
+if #ARGV > 7 then redis.call('PUBLISH', ARGV[6], 'w') end
 return 1
 `
 
@@ -92,7 +92,6 @@ if v ~= ARGV[1] then return v end
 if cur[3] then redis.call('ZREM', KEYS[2], cur[3] .. ARGV[3]) end
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], 'v', ARGV[2])
-redis.call('PUBLISH', ARGV[4], 'd')
 return 1
 `
 

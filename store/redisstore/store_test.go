@@ -388,9 +388,11 @@ func TestNotifyAcrossClients(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A write under another prefix, then one under ours: the first value
-	// must come from ours, since nothing under ours happened before.
-	mustWrite(t, stranger, store.Write{ID: "x"})
-	mustWrite(t, writer, store.Write{ID: "x"})
+	// must come from ours, since nothing under ours happened before. Only
+	// writes that append events notify.
+	withEvent := store.Write{ID: "x", Events: []store.Event{{Lobby: "x", Seq: 1, Data: []byte("e")}}}
+	mustWrite(t, stranger, withEvent)
+	mustWrite(t, writer, withEvent)
 	select {
 	case _, ok := <-ch:
 		if !ok {
@@ -399,13 +401,14 @@ func TestNotifyAcrossClients(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notification within 10s of a write")
 	}
-	if err := writer.Delete(t.Context(), "x", 1, 0); err != nil {
-		t.Fatal(err)
-	}
+	// A heartbeat-like write (no events) does not notify; the next write
+	// with events does.
+	mustWrite(t, writer, store.Write{ID: "x", Expected: 1})
+	mustWrite(t, writer, store.Write{ID: "x", Expected: 2, Events: []store.Event{{Lobby: "x", Seq: 2, Data: []byte("e")}}})
 	select {
 	case <-ch:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no notification within 10s of a delete")
+		t.Fatal("no notification within 10s of a write with events")
 	}
 	cancel()
 	for range ch { // drain until closed
