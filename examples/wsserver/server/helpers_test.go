@@ -260,7 +260,6 @@ type wsClient struct {
 	closeErr error
 	attached chan struct{} // closed at the welcome message
 
-
 	mu         sync.Mutex
 	lastRev    uint64
 	hasRev     bool

@@ -1,0 +1,165 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// findChromium returns the browser to drive: $LOBBYHOST_CHROMIUM, or
+// Debian's chromium on the PATH. Without one the test skips, except under
+// CI=true, where it fails.
+func findChromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("LOBBYHOST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("chromium is not installed; CI must run the browser test (apt-get install -y chromium)")
+	}
+	t.Skip("skipping the browser test: chromium not found (apt-get install -y chromium, or set LOBBYHOST_CHROMIUM)")
+	return ""
+}
+
+// artifactPath returns where to save a test artifact: under
+// $LOBBYHOST_ARTIFACTS, else the system's temporary directory.
+func artifactPath(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("LOBBYHOST_ARTIFACTS")
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("artifact directory: %v", err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// The page in a real browser: two players in one room; the host's page is
+// closed, and once the grace has passed the other page shows its player as
+// host. Along the way: chat, typing and read receipts between the pages.
+func TestBrowserHostSuccession(t *testing.T) {
+	chromium := findChromium(t)
+	e := newEnv(t, nil)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 760),
+	)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	newPage := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := chromedp.NewContext(browser)
+		if err := chromedp.Do(ctx); err != nil {
+			t.Fatalf("opening a tab: %v", err)
+		}
+		return ctx, cancel
+	}
+	// run does one action with a time limit.
+	run := func(page context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(page, waitLimit)
+		defer cancel()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// waitJS waits until the expression is true on the page.
+	waitJS := func(page context.Context, what, expr string) {
+		t.Helper()
+		run(page, "waiting for "+what, pollTrue(expr, waitLimit))
+	}
+	member := func(user, class string) string {
+		return fmt.Sprintf(`!!document.querySelector('#members li[data-user=%q]%s')`, user, class)
+	}
+
+	alice, closeAlice := newPage()
+	defer closeAlice()
+	bob, closeBob := newPage()
+	defer closeBob()
+
+	run(alice, "alice opens the page", chromedp.Navigate(e.ts.URL+"/?user=alice&room=lobby-1"))
+	waitJS(alice, "alice hosting", member("alice", ".host")+` && document.querySelector('#role').dataset.role === 'host'`)
+	run(bob, "bob opens the page", chromedp.Navigate(e.ts.URL+"/"))
+	run(bob, "bob joins through the form",
+		chromedp.SendKeys("#user", "bob"),
+		chromedp.SendKeys("#room", "lobby-1"),
+		chromedp.Click("#join"))
+	waitJS(bob, "bob sees both, alice hosting", member("alice", ".host")+` && `+member("bob", ":not(.host)"))
+	waitJS(alice, "alice sees bob", member("bob", ""))
+
+	run(alice, "alice chats", chromedp.SendKeys("#chat-input", "hello from alice"))
+	waitJS(bob, "alice typing", `document.querySelector('#typing').textContent.includes('alice is typing')`)
+	run(alice, "alice sends", chromedp.Click("#send"))
+	waitJS(bob, "alice's message", `[...document.querySelectorAll('#messages li .text')].some(e => e.textContent === 'hello from alice')`)
+	waitJS(alice, "bob's read receipt", `[...document.querySelectorAll('#messages li.mine .receipts')].some(e => e.textContent === 'read by bob')`)
+
+	// The host's page goes away.
+	closeAlice()
+	waitJS(bob, "alice reconnecting", member("alice", ".reconnecting.host"))
+	if got := e.snapshot("lobby-1"); got.Host != "alice" {
+		t.Fatalf("host during alice's grace: %q, want alice", got.Host)
+	}
+	screenshot(t, bob, "wsserver-browser-grace.png", "bob's page during alice's grace")
+
+	e.advanceUntil(e.cfg.Policy.Grace, func(d time.Duration) bool {
+		ctx, cancel := context.WithTimeout(bob, d+time.Second)
+		defer cancel()
+		return chromedp.Do(ctx, pollTrue(`document.querySelector('#role').dataset.role === 'host'`, d)) == nil
+	})
+	waitJS(bob, "bob alone and hosting", member("bob", ".host")+` && document.querySelectorAll('#members li').length === 1`)
+	rev, err := chromedp.Run(bob, chromedp.Text("#revision"))
+	if err != nil || rev != "4" {
+		t.Errorf("revision on bob's page: %q (%v), want 4 (alice joined, bob joined, alice disconnected, alice's grace expired)", rev, err)
+	}
+
+	screenshot(t, bob, "wsserver-browser-succession.png", "bob's page after the succession")
+}
+
+// screenshot saves a PNG of the page as a test artifact.
+func screenshot(t *testing.T, page context.Context, name, what string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(page, waitLimit)
+	defer cancel()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := artifactPath(t, name)
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatalf("saving the screenshot: %v", err)
+	}
+	t.Logf("screenshot of %s: %s", what, path)
+}
+
+// pollTrue waits up to timeout for a JavaScript expression to be true.
+func pollTrue(expr string, timeout time.Duration) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tgt *chromedp.Target) error {
+		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(20*time.Millisecond))(ctx, tgt)
+		return err
+	})
+}
