@@ -173,16 +173,7 @@ func BenchmarkSweep100kLeases(b *testing.B) {
 				}
 			}
 		}
-		// Idle before the expiries: the relay has drained the outbox.
-		for {
-			k, err := svc.Relay(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if k == 0 {
-				break
-			}
-		}
+		drainOutbox(b, svc) // idle before the expiries
 		clock.Advance(p.Grace)
 		runtime.GC()
 		b.StartTimer()
@@ -224,16 +215,7 @@ func TestIdleLobbyMemory(t *testing.T) {
 			}
 		}
 	}
-	// Idle: the outbox has been relayed.
-	for {
-		k, err := svc.Relay(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if k == 0 {
-			break
-		}
-	}
+	drainOutbox(t, svc) // idle
 	after := heapInUse()
 	per := float64(after-before) / n
 	t.Logf("idle 4-player lobby: %.0f bytes of heap each (store + deadline index + service cache)", per)
@@ -249,4 +231,19 @@ func heapInUse() uint64 {
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// drainOutbox relays until the outbox is empty, as an idle server's Run
+// would have.
+func drainOutbox(tb testing.TB, svc *lobby.Service) {
+	tb.Helper()
+	for {
+		k, err := svc.Relay(context.Background())
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if k == 0 {
+			return
+		}
+	}
 }

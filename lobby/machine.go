@@ -369,14 +369,24 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 	return true, nil
 }
 
-func (st *step) heartbeat(cmd Command, now time.Time) bool {
-	st.r.Outcome = OutcomeStale
-	mem := st.s.Member(cmd.Player)
+// liveConn finds generation gen of player among the live connections,
+// or returns a nil member: the report is stale.
+func (st *step) liveConn(player string, gen uint64) (*Member, int) {
+	mem := st.s.Member(player)
 	if mem == nil {
-		return false
+		return nil, -1
 	}
-	i := mem.connIndex(cmd.Gen)
+	i := mem.connIndex(gen)
 	if i < 0 {
+		return nil, -1
+	}
+	return mem, i
+}
+
+func (st *step) heartbeat(cmd Command, now time.Time) bool {
+	mem, i := st.liveConn(cmd.Player, cmd.Gen)
+	if mem == nil {
+		st.r.Outcome = OutcomeStale
 		return false
 	}
 	st.r.Outcome = OutcomeApplied
@@ -389,13 +399,9 @@ func (st *step) heartbeat(cmd Command, now time.Time) bool {
 }
 
 func (st *step) disconnect(cmd Command, now time.Time) bool {
-	st.r.Outcome = OutcomeStale
-	mem := st.s.Member(cmd.Player)
+	mem, i := st.liveConn(cmd.Player, cmd.Gen)
 	if mem == nil {
-		return false
-	}
-	i := mem.connIndex(cmd.Gen)
-	if i < 0 {
+		st.r.Outcome = OutcomeStale
 		return false
 	}
 	st.r.Outcome = OutcomeApplied
