@@ -136,19 +136,31 @@ func TestWriteIsOneRoundTrip(t *testing.T) {
 // for a lock, as pg_stat_activity reports them.
 func waitForLockWaiters(t *testing.T, s *Store, n int) {
 	t.Helper()
+	waitLockWaiters(t, s, func(got int) bool { return got >= n }, fmt.Sprintf("at least %d", n))
+}
+
+// waitForNoLockWaiters waits until no statement on the store's schema waits
+// for a lock any more.
+func waitForNoLockWaiters(t *testing.T, s *Store) {
+	t.Helper()
+	waitLockWaiters(t, s, func(got int) bool { return got == 0 }, "no")
+}
+
+func waitLockWaiters(t *testing.T, s *Store, ok func(int) bool, what string) {
+	t.Helper()
 	ctx := ctxT(t)
+	got := -1
 	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(5 * time.Millisecond) {
-		var got int
 		err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 WHERE wait_event_type = 'Lock' AND position($1 in query) > 0`, quoteIdent(s.schema)+".").Scan(&got)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got >= n {
+		if ok(got) {
 			return
 		}
 	}
-	t.Fatalf("no %d statements waiting for a lock within 10s", n)
+	t.Fatalf("want %s statements waiting for a lock, still %d after 10s", what, got)
 }
 
 // TestBlockedWriterRechecksVersion: a Write that waits for the row lock of
@@ -219,6 +231,12 @@ func TestBlockedCallsHonourContext(t *testing.T) {
 			t.Errorf("blocked %s returned after %v, want promptly after its 300ms deadline", name, el)
 		}
 	}
+	// pgx cancels the server side of a call whose context ended with a
+	// cancel request sent in the background, as it closes the connection.
+	// Until that request lands the statement still waits for the lock, and
+	// releasing the lock now would let it commit (the ambiguity every remote
+	// commit has), so wait for the cancellation first.
+	waitForNoLockWaiters(t, s)
 	if err := tx.Rollback(ctx); err != nil {
 		t.Fatal(err)
 	}
