@@ -138,6 +138,20 @@ func TestBrowserHostSuccession(t *testing.T) {
 	}
 
 	screenshot(t, bob, "wsserver-browser-succession.png", "bob's page after the succession")
+
+	// The revision rule: an old state delivered late changes nothing.
+	run(bob, "a stale state", chromedp.Evaluate[chromedp.Void](`window.lobbyhost.handle({type: 'lobby.state', version: 2,
+		hostId: 'alice', playerIds: ['alice', 'bob'], reason: 'joined',
+		members: [{userId: 'alice', joinSeq: 1, status: 'online', host: true}, {userId: 'bob', joinSeq: 2, status: 'online', host: false}]})`))
+	waitJS(bob, "the stale state ignored", `window.lobbyhost.view().ignored >= 1 && window.lobbyhost.view().highest === 4 && `+
+		member("bob", ".host")+` && !`+member("alice", ""))
+
+	// Drop the socket and reconnect: bob stays host through it.
+	run(bob, "drop", chromedp.Click("#drop"))
+	waitJS(bob, "disconnected", `document.querySelector('#conn-status').dataset.state === 'disconnected'`)
+	run(bob, "reconnect", chromedp.Click("#reconnect"))
+	waitJS(bob, "back online as host", `document.querySelector('#conn-status').dataset.state === 'connected' && `+
+		`document.querySelector('#revision').textContent === '6' && `+member("bob", ".host:not(.reconnecting)"))
 }
 
 // screenshot saves a PNG of the page as a test artifact.

@@ -336,6 +336,13 @@
   $('reconnect').addEventListener('click', () => { st.retries = 0; connect(); });
   document.addEventListener('visibilitychange', markRead);
 
+  // For debugging and the browser test: feed a server message to the page
+  // as if it came from the socket, and read what the page holds.
+  window.lobbyhost = Object.freeze({
+    handle: (msg) => handle(msg),
+    view: () => ({ highest: st.highest, ignored: st.ignored, host: st.host, connected: !!st.ws }),
+  });
+
   // ?user=…&room=… fills the form and joins, for bookmarks and tests.
   const params = new URLSearchParams(location.search);
   if (params.get('user') && params.get('room')) {
