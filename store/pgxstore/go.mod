@@ -5,13 +5,14 @@ go 1.25.0
 replace github.com/lobbyhost/lobbyhost => ../..
 
 require (
+	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/jonboulle/clockwork v0.5.0
 	github.com/lobbyhost/lobbyhost v0.0.0-00010101000000-000000000000
 )
 
 require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
-	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
