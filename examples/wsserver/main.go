@@ -223,6 +223,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	hs := &http.Server{
 		Handler:           srv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		// net/http's own error log names client addresses; keep it out
 		// of the routine log.
 		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),

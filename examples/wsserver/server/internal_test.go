@@ -217,3 +217,24 @@ func TestRoomFromPath(t *testing.T) {
 		}
 	}
 }
+
+// A socket never receives a lobby state older than, or as old as, one it
+// already has, whichever path (join result, relay, peer refresh) offers it.
+func TestOfferStateKeepsRevisionOrder(t *testing.T) {
+	c := &client{send: make(chan []byte, 16), done: make(chan struct{})}
+	r := &room{clients: map[*client]struct{}{c: {}}}
+	for _, rev := range []uint64{5, 3, 5, 6} {
+		c.offerState(rev, []byte{byte(rev)})
+	}
+	r.broadcastState(4, func() []byte { t.Error("encoded a state nobody wants"); return nil })
+	r.broadcastState(6, func() []byte { t.Error("encoded a state nobody wants"); return nil })
+	r.broadcastState(7, func() []byte { return []byte{7} })
+	close(c.send)
+	var got []byte
+	for m := range c.send {
+		got = append(got, m...)
+	}
+	if diff := cmp.Diff([]byte{5, 6, 7}, got); diff != "" {
+		t.Errorf("states queued (-want +got):\n%s", diff)
+	}
+}

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/url"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
+	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 )
@@ -244,5 +246,88 @@ func TestConfigValidation(t *testing.T) {
 	}
 	if _, err := server.New(server.Config{Authenticator: auth}); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// deleteSignal is a memstore that reports each Delete.
+type deleteSignal struct {
+	*memstore.Store
+	deleted chan string
+}
+
+func (d deleteSignal) Delete(ctx context.Context, id string, expected, floor uint64) error {
+	err := d.Store.Delete(ctx, id, expected, floor)
+	if err == nil {
+		d.deleted <- id
+	}
+	return err
+}
+
+// A lobby whose last member is gone is reclaimed; created again, it
+// continues above every revision it had.
+func TestEmptyLobbyIsReclaimed(t *testing.T) {
+	st := deleteSignal{memstore.New(), make(chan string, 8)}
+	closed := make(chan struct{}, 8)
+	e := newEnv(t, func(c *serverConfig) {
+		c.Store = st
+		c.Observer = observerFunc(func(o lobby.Observation) {
+			if o.Command.Op == lobby.OpDisconnect && o.Committed {
+				closed <- struct{}{}
+			}
+		})
+	})
+	alice := e.join("ephemeral", "alice")
+	alice.waitType("typing.state")
+	alice.conn.CloseNow()
+	select {
+	case <-closed:
+	case <-time.After(waitLimit):
+		t.Fatal("the close was never committed")
+	}
+	e.advanceUntil(e.cfg.Policy.Grace, func(d time.Duration) bool {
+		select {
+		case id := <-st.deleted:
+			if id != "ephemeral" {
+				t.Fatalf("reclaimed %q, want ephemeral", id)
+			}
+			return true
+		case <-time.After(d):
+			return false
+		}
+	})
+	rec, err := st.Load(context.Background(), "ephemeral")
+	if !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("Load after the reclaim: %v, want ErrNotFound", err)
+	}
+	again := e.join("ephemeral", "alice")
+	m := again.waitState("alice back", func(m msg) bool { return m.host() == "alice" })
+	if m.Version <= 3 {
+		t.Errorf("revision of the lobby created again = %d, want above 3 (joined, disconnected, expired); floor %d", m.Version, rec.Version)
+	}
+}
+
+// A lobby at its member cap refuses a new player: an error, close 4009,
+// and nothing changes for the others.
+func TestLobbyFull(t *testing.T) {
+	e := newEnv(t, func(c *serverConfig) { c.Policy.MaxMembers = 1 })
+	alice := e.join("small", "alice")
+	alice.waitType("typing.state")
+	tk := e.ticket("small", "bob")
+	c, status, err := e.dialRaw("/ws?ticket=" + tk)
+	if err != nil {
+		t.Fatalf("dial: %d %v", status, err)
+	}
+	bob := newWSClient(t, "bob", c)
+	if m := bob.next(); m.Type != "error" || m.Code != "lobby_full" {
+		t.Errorf("bob's first message: %s, want error lobby_full", m.raw)
+	}
+	if code := bob.waitClosed(); code != 4009 {
+		t.Errorf("bob's socket closed with %d, want 4009", code)
+	}
+	if got := alice.roundTrip(); len(got) != 0 {
+		t.Errorf("alice got %v, want nothing", got)
+	}
+	if snap := e.snapshot("small"); snap.Revision != 1 || len(snap.Members) != 1 {
+		t.Errorf("lobby after the refusal: revision %d members %v, want unchanged", snap.Revision, snap.Members)
 	}
 }

@@ -19,9 +19,15 @@ type hub struct {
 	mu    sync.Mutex
 	rooms map[string]*room
 	m     *metrics
+	// empty receives the IDs of lobbies whose last member was removed, for
+	// Server.Run to reclaim. Sends never block; a full channel drops IDs
+	// (an unreclaimed empty lobby costs memory, nothing else).
+	empty chan string
 }
 
-func newHub(m *metrics) *hub { return &hub{rooms: map[string]*room{}, m: m} }
+func newHub(m *metrics) *hub {
+	return &hub{rooms: map[string]*room{}, m: m, empty: make(chan string, 1024)}
+}
 
 // room is one lobby's local sockets, chat history, read receipts and typing
 // indicators.
@@ -31,7 +37,6 @@ type room struct {
 	mu         sync.Mutex
 	clients    map[*client]struct{}
 	byGen      map[uint64]*client
-	highest    uint64    // highest revision broadcast here
 	emptySince time.Time // zero while the room has clients
 	historyCap int
 	chat       []*chatEntry // oldest first
@@ -124,10 +129,16 @@ func (h *hub) sweep(now time.Time, linger time.Duration) {
 }
 
 // Publish implements lobby.Publisher: committed events reach the local
-// sockets of their room.
+// sockets of their room, and lobbies left empty are queued for reclaiming.
 func (h *hub) Publish(_ context.Context, events []lobby.Event) error {
 	for i := range events {
 		e := &events[i]
+		if len(e.Members) == 0 {
+			select {
+			case h.empty <- e.Lobby:
+			default:
+			}
+		}
 		r := h.get(e.Lobby)
 		if r == nil {
 			continue
@@ -209,7 +220,6 @@ func (r *room) broadcastState(rev uint64, encode func() []byte) {
 		}
 		c.offerState(rev, payload)
 	}
-	r.highest = max(r.highest, rev)
 }
 
 // broadcastLocked sends msg to every ready socket of the room. Lossy

@@ -110,10 +110,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics = newMetrics(s)
 	s.hub = newHub(s.metrics)
-	s.heartbeatEvery = cfg.PingInterval
+	// A heartbeat is forwarded to the lobby at most once per period: a bit
+	// less than the ping interval, so that every pong gets through, and at
+	// most a third of the TTL, so that two lost heartbeats are survivable.
+	period := cfg.PingInterval
 	if ttl := cfg.Policy.HeartbeatTTL; ttl > 0 {
-		s.heartbeatEvery = min(ttl/6, cfg.PingInterval)
+		period = min(period, ttl/3)
+		if cfg.PingInterval >= ttl {
+			cfg.Logger.Warn("pings are no more frequent than the heartbeat TTL: sockets stay alive only if clients send heartbeats",
+				"ping_interval", cfg.PingInterval, "heartbeat_ttl", ttl)
+		}
 	}
+	s.heartbeatEvery = period * 9 / 10
 	opts := []lobby.Option{
 		lobby.WithPolicy(cfg.Policy),
 		lobby.WithClock(cfg.Clock),
@@ -158,7 +166,7 @@ func (s *Server) Run(ctx context.Context) error {
 	defer cancel()
 	var wg sync.WaitGroup
 	errc := make(chan error, 1)
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		if err := s.svc.Run(ctx); err != nil {
@@ -167,6 +175,7 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 	}()
 	go func() { defer wg.Done(); s.janitor(ctx) }()
+	go func() { defer wg.Done(); s.reclaimer(ctx) }()
 	if s.cfg.PeerRefresh {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.peerRefresh(ctx) }()
@@ -212,6 +221,25 @@ func (s *Server) janitor(ctx context.Context) {
 			return
 		case <-t.Chan():
 			s.hub.sweep(s.clock.Now(), s.cfg.RoomLinger)
+		}
+	}
+}
+
+// reclaimer deletes lobbies whose last member was removed, so that a
+// server that sees many short-lived rooms does not keep them all. The store
+// keeps a floor for each, so a room created again continues above every
+// revision it had. A lobby someone joined in the meantime is left alone
+// (lobby.ErrNotEmpty).
+func (s *Server) reclaimer(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case id := <-s.hub.empty:
+			err := s.svc.Reclaim(ctx, id)
+			if err != nil && !errors.Is(err, lobby.ErrNotEmpty) && ctx.Err() == nil {
+				s.log.Warn("reclaim failed", "room", id, "err", err)
+			}
 		}
 	}
 }
