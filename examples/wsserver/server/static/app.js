@@ -108,9 +108,10 @@
       clearTypingAll();
       setConn('disconnected', `${ev.code}${ev.reason ? ' ' + ev.reason : ''}`);
       log(`socket closed ${ev.code} ${ev.reason}`);
-      // 4003: we left; 4009: the lobby is full. Anything else that we did
-      // not ask for is worth a reconnect within the grace.
-      if (!st.manualDrop && ev.code !== 4003 && ev.code !== 4009) scheduleRetry();
+      // 4002: a newer tab took over; 4003: we left; 4009: the lobby is
+      // full. Anything else that we did not ask for is worth a reconnect
+      // within the grace.
+      if (!st.manualDrop && ![4002, 4003, 4009].includes(ev.code)) scheduleRetry();
     };
   }
 
