@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -105,5 +106,36 @@ func TestChatHistoryBounded(t *testing.T) {
 	bob.send(map[string]string{"type": "message.read", "messageId": ids[0]})
 	if m := bob.waitType("error"); m.Code != "unknown_message" {
 		t.Errorf("receipt for an evicted message: %s, want unknown_message", m.raw)
+	}
+}
+
+// Clients of other styles are understood: alternative field names for the
+// typing flag, chat text, client message ID and transfer target, and the
+// typing list both as a change and as a full state.
+func TestClientFieldAliases(t *testing.T) {
+	e := newEnv(t, nil)
+	alice := e.join("r", "alice")
+	bob := e.join("r", "bob")
+	bob.waitState("both", func(m msg) bool { return players(m) == "alice,bob" })
+
+	bob.send(map[string]any{"type": "typing.set", "isTyping": true})
+	if m := alice.waitType("typing"); m.UserID != "bob" || !m.Typing || !cmp.Equal(m.UserIDs, []string{"bob"}) {
+		t.Errorf("typing via isTyping: %s, want bob typing", m.raw)
+	}
+	if m := alice.waitType("typing.state"); !cmp.Equal(m.UserIDs, []string{"bob"}) {
+		t.Errorf("typing.state after the change: %s, want [bob]", m.raw)
+	}
+
+	bob.send(map[string]any{"type": "chat.send", "body": "via body", "clientMessageId": "b-1"})
+	m := alice.waitType("chat.message")
+	var echo struct{ ClientMsgID string }
+	_ = json.Unmarshal([]byte(m.raw), &echo)
+	if m.Text != "via body" || echo.ClientMsgID != "b-1" {
+		t.Errorf("chat via body: %s, want the text and clientMsgId b-1", m.raw)
+	}
+
+	alice.send(map[string]any{"type": "host.transfer", "targetId": "bob"})
+	if m := bob.waitState("bob hosting", func(m msg) bool { return m.host() == "bob" }); m.Reason != "host_transferred" {
+		t.Errorf("transfer via targetId: %s", m.raw)
 	}
 }

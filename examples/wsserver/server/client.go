@@ -292,7 +292,8 @@ func (c *client) handle(data []byte) {
 		}{TypePong}))
 		return
 	case TypeTypingSet:
-		if m.Typing == nil {
+		typing := m.typing()
+		if typing == nil {
 			c.refuse(withType(refuse(CodeBadField, `"typing" (true or false) is required`)))
 			return
 		}
@@ -300,7 +301,7 @@ func (c *client) handle(data []byte) {
 			c.refuse(withType(refuse(CodeRateLimited, "too many typing updates")))
 			return
 		}
-		c.room.setTyping(c.user, *m.Typing, now.Add(c.s.cfg.TypingTTL))
+		c.room.setTyping(c.user, *typing, now, c.s.cfg.TypingTTL)
 	case TypeChatSend:
 		if r := c.chat(m, now); r != nil {
 			c.refuse(withType(r))
@@ -344,13 +345,14 @@ func (c *client) handle(data []byte) {
 }
 
 func (c *client) chat(m clientMsg, now time.Time) *refusal {
-	if m.Text == nil || strings.TrimSpace(*m.Text) == "" {
+	text := m.text()
+	if text == nil || strings.TrimSpace(*text) == "" {
 		return refuse(CodeTextEmpty, `"text" must not be empty`)
 	}
-	if len(*m.Text) > c.s.cfg.MaxChatBytes {
+	if len(*text) > c.s.cfg.MaxChatBytes {
 		return refuse(CodeTextTooLong, "chat text is too long")
 	}
-	if len(m.ClientMsgID) > 64 {
+	if len(m.clientID()) > 64 {
 		return refuse(CodeBadField, `"clientMsgId" is longer than 64 bytes`)
 	}
 	c.room.addChat(chatMsg{
@@ -358,9 +360,9 @@ func (c *client) chat(m clientMsg, now time.Time) *refusal {
 		RoomID:      c.roomID,
 		MessageID:   c.s.nextMessageID(),
 		UserID:      c.user,
-		Text:        *m.Text,
+		Text:        *text,
 		Time:        formatTime(now),
-		ClientMsgID: m.ClientMsgID,
+		ClientMsgID: m.clientID(),
 	})
 	return nil
 }

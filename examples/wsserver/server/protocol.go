@@ -208,6 +208,8 @@ type typingMsg struct {
 	RoomID string `json:"roomId"`
 	UserID string `json:"userId"`
 	Typing bool   `json:"typing"`
+	// UserIDs is everybody typing after this change.
+	UserIDs []string `json:"userIds"`
 }
 
 type typingStateMsg struct {
@@ -242,14 +244,23 @@ func encodeError(code, msg, requestType string) []byte {
 type clientMsg struct {
 	Type string `json:"type"`
 
-	Typing      *bool   `json:"typing"`
-	Text        *string `json:"text"`
-	ClientMsgID string  `json:"clientMsgId"`
-	MessageID   string  `json:"messageId"`
+	// typing.set's flag; isTyping is accepted as well.
+	Typing   *bool `json:"typing"`
+	IsTyping *bool `json:"isTyping"`
+	// chat.send's text; body and content are accepted as well.
+	Text    *string `json:"text"`
+	Body    *string `json:"body"`
+	Content *string `json:"content"`
+	// The sender's own ID for a chat message, echoed back; clientMessageId
+	// is accepted as well.
+	ClientMsgID     string `json:"clientMsgId"`
+	ClientMessageID string `json:"clientMessageId"`
+	MessageID       string `json:"messageId"`
 
 	// host.transfer's target, under any of these names.
 	To           string `json:"to"`
 	TargetUserID string `json:"targetUserId"`
+	TargetID     string `json:"targetId"`
 	NewHostID    string `json:"newHostId"`
 
 	// Identity fields. The server takes the room and the sender from the
@@ -332,10 +343,35 @@ func isPlainField(s string) bool {
 	}) < 0
 }
 
+// typing returns typing.set's flag under either name, nil if absent.
+func (m *clientMsg) typing() *bool {
+	if m.Typing != nil {
+		return m.Typing
+	}
+	return m.IsTyping
+}
+
+// text returns chat.send's text under any of its names, nil if absent.
+func (m *clientMsg) text() *string {
+	for _, t := range []*string{m.Text, m.Body, m.Content} {
+		if t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
+func (m *clientMsg) clientID() string {
+	if m.ClientMsgID != "" {
+		return m.ClientMsgID
+	}
+	return m.ClientMessageID
+}
+
 // transferTarget returns the host.transfer target named by m.
 func (m *clientMsg) transferTarget() (string, *refusal) {
 	to := ""
-	for _, v := range []string{m.To, m.TargetUserID, m.NewHostID} {
+	for _, v := range []string{m.To, m.TargetUserID, m.TargetID, m.NewHostID} {
 		if v == "" {
 			continue
 		}

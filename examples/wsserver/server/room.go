@@ -192,7 +192,7 @@ func (r *room) detach(c *client, now time.Time) {
 			}
 		}
 		delete(r.typing, c.user)
-		r.broadcastLocked(mustJSON(typingMsg{Type: TypeTyping, RoomID: r.id, UserID: c.user, Typing: false}), true)
+		r.announceTypingLocked(c.user, false, now)
 	}
 }
 
@@ -243,13 +243,7 @@ func (r *room) ready(c *client, now time.Time) {
 		m.ReadBy = append([]string(nil), e.order...)
 		hist.Messages = append(hist.Messages, m)
 	}
-	ts := typingStateMsg{Type: TypeTypingState, RoomID: r.id, UserIDs: []string{}}
-	for u, until := range r.typing {
-		if now.Before(until) {
-			ts.UserIDs = append(ts.UserIDs, u)
-		}
-	}
-	sort.Strings(ts.UserIDs)
+	ts := typingStateMsg{Type: TypeTypingState, RoomID: r.id, UserIDs: r.typingNowLocked(now)}
 	c.markReady(mustJSON(hist), mustJSON(ts))
 }
 
@@ -288,15 +282,34 @@ func (r *room) markRead(user, id string, at string) (found bool) {
 	return true
 }
 
-// setTyping records and announces a typing indicator. It never touches the
-// lobby: it is lossy, for display only.
-func (r *room) setTyping(user string, typing bool, until time.Time) {
+// setTyping records and announces a typing indicator: a typing message
+// (the change, with everybody typing) and a typing.state (the list alone),
+// so that clients of either style follow. It never touches the lobby: it is
+// lossy, for display only.
+func (r *room) setTyping(user string, typing bool, now time.Time, ttl time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if typing {
-		r.typing[user] = until
+		r.typing[user] = now.Add(ttl)
 	} else {
 		delete(r.typing, user)
 	}
-	r.broadcastLocked(mustJSON(typingMsg{Type: TypeTyping, RoomID: r.id, UserID: user, Typing: typing}), true)
+	r.announceTypingLocked(user, typing, now)
+}
+
+func (r *room) typingNowLocked(now time.Time) []string {
+	users := []string{}
+	for u, until := range r.typing {
+		if now.Before(until) {
+			users = append(users, u)
+		}
+	}
+	sort.Strings(users)
+	return users
+}
+
+func (r *room) announceTypingLocked(user string, typing bool, now time.Time) {
+	users := r.typingNowLocked(now)
+	r.broadcastLocked(mustJSON(typingMsg{Type: TypeTyping, RoomID: r.id, UserID: user, Typing: typing, UserIDs: users}), true)
+	r.broadcastLocked(mustJSON(typingStateMsg{Type: TypeTypingState, RoomID: r.id, UserIDs: users}), true)
 }
