@@ -78,8 +78,27 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 		}
 		return def
 	}
+	durationEnv := func(k string, def time.Duration) (time.Duration, error) {
+		v := getenv(k)
+		if v == "" {
+			return def, nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", k, err)
+		}
+		return d, nil
+	}
 	def := lobby.DefaultPolicy()
 	var o options
+	grace, err := durationEnv("LOBBYHOST_GRACE", def.Grace)
+	if err != nil {
+		return o, err
+	}
+	ttl, err := durationEnv("LOBBYHOST_HEARTBEAT_TTL", def.HeartbeatTTL)
+	if err != nil {
+		return o, err
+	}
 	fs := flag.NewFlagSet("wsserver", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&o.addr, "addr", envOr("LOBBYHOST_ADDR", "127.0.0.1:8080"), "listen address (env LOBBYHOST_ADDR)")
@@ -88,8 +107,8 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 	fs.StringVar(&o.postgresSchema, "postgres-schema", pgxstore.DefaultSchema, "PostgreSQL schema for -store postgres (created if missing)")
 	fs.StringVar(&o.redisAddr, "redis-addr", getenv("LOBBYHOST_REDIS_ADDR"), "Redis host:port for -store redis (env LOBBYHOST_REDIS_ADDR)")
 	fs.StringVar(&o.redisPrefix, "redis-prefix", redisstore.DefaultPrefix, "Redis key prefix for -store redis")
-	fs.DurationVar(&o.grace, "grace", def.Grace, "how long a dropped player keeps its place (and the host role) to reconnect")
-	fs.DurationVar(&o.heartbeatTTL, "heartbeat-ttl", def.HeartbeatTTL, "a socket that shows no sign of life for this long is ended (0: only closes end sockets)")
+	fs.DurationVar(&o.grace, "grace", grace, "how long a dropped player keeps its place (and the host role) to reconnect (env LOBBYHOST_GRACE)")
+	fs.DurationVar(&o.heartbeatTTL, "heartbeat-ttl", ttl, "a socket that shows no sign of life for this long is ended; 0: only closes end sockets (env LOBBYHOST_HEARTBEAT_TTL)")
 	fs.DurationVar(&o.ticketTTL, "ticket-ttl", server.DefaultTicketTTL, "lifetime of a socket ticket")
 	fs.IntVar(&o.maxMembers, "max-members", 0, "most members per lobby, reconnecting ones included (0: no cap)")
 	fs.IntVar(&o.maxTabs, "max-tabs", 0, "most sockets per player; more end the oldest (0: no cap)")

@@ -203,7 +203,7 @@ func reconnecting(s state, user string) bool {
 // The first command a new user runs: it serves, prints the URL, answers,
 // and stops cleanly on an interrupt.
 func TestRunServesAndStops(t *testing.T) {
-	p := start(t, nil, "-grace", "2s", "-heartbeat-ttl", "0", "-log-format", "json")
+	p := start(t, map[string]string{"LOBBYHOST_GRACE": "2s"}, "-heartbeat-ttl", "0", "-log-format", "json")
 	p.healthy(t)
 	resp, err := http.Get(p.base + "/")
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -222,7 +222,7 @@ func TestRunServesAndStops(t *testing.T) {
 		t.Errorf("socket closed with %d on shutdown, want 1001", status)
 	}
 	logs := p.stderr.String()
-	for _, want := range []string{"DEMO AUTHENTICATION", `"msg":"shutting down"`} {
+	for _, want := range []string{"DEMO AUTHENTICATION", `"msg":"shutting down"`, `"grace":2000000000`, `"heartbeat_ttl":0`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("log lacks %q:\n%s", want, logs)
 		}
@@ -246,6 +246,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"bad log level", []string{"-log-level", "loud"}, nil},
 		{"stray argument", []string{"extra"}, nil},
 		{"unknown store from the environment", nil, map[string]string{"LOBBYHOST_STORE": "mongo"}},
+		{"bad grace from the environment", nil, map[string]string{"LOBBYHOST_GRACE": "soon"}},
+		{"negative TTL from the environment", nil, map[string]string{"LOBBYHOST_HEARTBEAT_TTL": "-1s"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
