@@ -25,6 +25,10 @@ var testPools struct {
 }
 
 func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		// Started by a multi-process test as a server process.
+		os.Exit(childMain())
+	}
 	code := m.Run()
 	testPools.Lock()
 	for _, p := range testPools.m {
