@@ -380,4 +380,3 @@ func countEvents(m map[string][]lobby.Event) int {
 	}
 	return n
 }
-
