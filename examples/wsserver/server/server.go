@@ -588,6 +588,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 func (s *Server) serve(conn *websocket.Conn, t Ticket) {
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
 	c := newClient(s, conn, t.Room, t.User)
+	defer c.cancel()
 	c.room = s.hub.attach(t.Room, c, s.cfg.ChatHistory)
 	pseudo := s.svc.Pseudonym(t.User)
 
