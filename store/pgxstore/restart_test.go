@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
@@ -20,21 +22,48 @@ const ctlEnv = "LOBBYHOST_POSTGRES_CTL"
 
 func pgctl(t *testing.T, action string) error {
 	t.Helper()
-	out, err := exec.Command("sh", "-c", os.Getenv(ctlEnv)+" "+action).CombinedOutput()
-	if err != nil {
-		return errors.New(strings.TrimSpace(string(out)) + ": " + err.Error())
+	if action == "start" && serverUp(t, 0) {
+		return nil
 	}
-	return nil
+	out, err := exec.Command("sh", "-c", os.Getenv(ctlEnv)+" "+action).CombinedOutput()
+	if err == nil {
+		return nil
+	}
+	err = errors.New(strings.TrimSpace(string(out)) + ": " + err.Error())
+	if action == "start" && serverUp(t, 10*time.Second) {
+		// Someone else (a script that restarts a server it finds down)
+		// started it first, which is as good.
+		t.Logf("%s start failed, but the server is up: %v", ctlEnv, err)
+		return nil
+	}
+	return err
+}
+
+// serverUp reports whether the test server accepts a connection, trying
+// for up to within.
+func serverUp(t *testing.T, within time.Duration) bool {
+	dsn := testDSN(t)
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		conn, err := pgx.Connect(ctx, dsn)
+		if err == nil {
+			_ = conn.Close(ctx)
+		}
+		cancel()
+		if err == nil {
+			return true
+		}
+		if time.Since(start) >= within {
+			return false
+		}
+	}
 }
 
 // TestDatabaseRestart stops the server under a Store in use: calls fail
 // promptly with wrapped errors naming the operation while it is down, and
 // work again after it is back, the listener included.
 func TestDatabaseRestart(t *testing.T) {
-	if os.Getenv(ctlEnv) == "" {
-		t.Skipf("restart test skipped: it stops the PostgreSQL server; set %s to a command that takes stop|start, "+
-			"e.g. %s='pg_ctlcluster --skip-systemctl-redirect 15 main'", ctlEnv, ctlEnv)
-	}
+	skipWithoutCtl(t)
 	s := newTestStore(t)
 	ctx := ctxT(t)
 	if err := s.Write(ctx, store.Write{ID: "l", Data: []byte("before")}); err != nil {
