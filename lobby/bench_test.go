@@ -130,12 +130,16 @@ func BenchmarkServiceHeartbeat(b *testing.B) {
 			gens[i][j] = res.Gen
 		}
 	}
-	var next atomic.Uint64
+	// Each goroutine walks its own part of the lobbies, as the sockets of
+	// different rooms would arrive on different connections.
+	var workers atomic.Uint64
 	b.ReportAllocs()
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
+		w := workers.Add(1)
+		n := w * lobbies / 7
 		for pb.Next() {
-			n := next.Add(1)
+			n++
 			l, p := int(n/4)%lobbies, int(n%4)
 			res, err := svc.Heartbeat(ctx, ids[l], benchPlayers[p], gens[l][p])
 			if err != nil || res.Outcome != lobby.OutcomeApplied {
