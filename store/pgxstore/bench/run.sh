@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# Compares pgxstore's heartbeat Write throughput (BenchmarkWriteHeartbeat:
-# one conditional UPDATE per Write, no events, a new deadline) with the
-# ceiling pgbench reaches for a one-row UPDATE by primary key on the same
-# server, at 1, 8 and 32 concurrent clients, and prints the ratio. The two
-# alternate per client count so that both see the same machine load.
+# Compares heartbeat throughput with the ceiling pgbench reaches for a
+# one-row UPDATE by primary key on the same server, at 1, 8 and 32
+# concurrent clients, and prints the ratios:
+#   - the store alone: BenchmarkWriteHeartbeat, one conditional UPDATE per
+#     Write (no events, a new deadline);
+#   - the whole path: BenchmarkServiceHeartbeat, lobby.Service.Heartbeat on
+#     pgxstore with Run going, each client on lobbies of its own (the
+#     Service's cache makes that one UPDATE too), with its p50/p99 latency.
+# The three alternate per client count so that all see the same machine
+# load.
 #
 # Usage: store/pgxstore/bench/run.sh
 #   LOBBYHOST_POSTGRES_DSN  server to use (default: local test database)
@@ -29,8 +34,9 @@ for tool in psql pgbench go; do
 	command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 2; }
 done
 
-# The ceiling: as many rows as the Go benchmark has lobbies, updated at
-# random by primary key with a prepared statement.
+# The ceiling: as many rows as BenchmarkWriteHeartbeat has lobbies (the
+# Service benchmark keeps 4 per client), updated at random by primary key
+# with a prepared statement.
 psql "$dsn" -v ON_ERROR_STOP=1 -q <<SQL
 SET client_min_messages TO warning;
 DROP TABLE IF EXISTS $table;
@@ -46,30 +52,47 @@ SQL
 # Build the benchmark binary once, outside the measurements.
 (cd "$module" && go test -c -o "$work/pgxstore.test" .)
 
-printf '%-8s %14s %14s %8s\n' clients pgbench_tps go_writes/s ratio
+# metric prints the value before unit in a benchmark result line.
+metric() {
+	awk -v unit="$1" '/^Benchmark/ {for (i = 2; i <= NF; i++) if ($i == unit) print $(i-1)}'
+}
+# gobench runs one Go benchmark and keeps its result line.
+gobench() {
+	local out
+	out=$(cd "$module" && LOBBYHOST_POSTGRES_DSN=$dsn "$work/pgxstore.test" \
+		-test.run '^$' -test.bench "$1" -test.benchtime "${secs}s" -test.benchmem)
+	echo "$out" | grep '^Benchmark' | tee -a "$work/go.txt"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.0f%%", 100 * a / b}'; }
+below() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a < b / 2)}'; }
+
 status=0
+rows=()
 for c in $clients; do
 	threads=$((c < 2 ? c : 2))
 	tps=$(pgbench -n -M prepared -f "$work/update.sql" -c "$c" -j "$threads" -T "$secs" "$dsn" 2>/dev/null |
 		awk '/^tps/ {print $3; exit}')
-	out=$(cd "$module" && LOBBYHOST_POSTGRES_DSN=$dsn "$work/pgxstore.test" \
-		-test.run '^$' -test.bench "^BenchmarkWriteHeartbeat/clients=$c\$" \
-		-test.benchtime "${secs}s" -test.benchmem)
-	echo "$out" | grep '^Benchmark' >>"$work/go.txt"
-	wps=$(echo "$out" | awk '/^Benchmark/ {for (i = 2; i <= NF; i++) if ($i == "writes/s") print $(i-1)}')
-	if [[ -z $tps || -z $wps ]]; then
-		echo "run.sh: no figure for $c clients (pgbench: '$tps', go: '$wps')" >&2
+	wps=$(gobench "^BenchmarkWriteHeartbeat/clients=$c\$" | metric writes/s)
+	svc=$(gobench "^BenchmarkServiceHeartbeat/clients=$c\$")
+	hps=$(echo "$svc" | metric heartbeats/s)
+	p50=$(echo "$svc" | metric p50-us)
+	p99=$(echo "$svc" | metric p99-us)
+	if [[ -z $tps || -z $wps || -z $hps ]]; then
+		echo "run.sh: no figure for $c clients (pgbench: '$tps', store: '$wps', service: '$hps')" >&2
 		exit 2
 	fi
-	ratio=$(awk -v a="$wps" -v b="$tps" 'BEGIN {printf "%.0f%%", 100 * a / b}')
-	printf '%-8s %14.0f %14.0f %8s\n' "$c" "$tps" "$wps" "$ratio"
-	if awk -v a="$wps" -v b="$tps" 'BEGIN {exit !(a < b / 2)}'; then
+	rows+=("$(printf '%-8s %12.0f %12.0f %6s %12.0f %6s %9.0f %9.0f' "$c" "$tps" "$wps" "$(ratio "$wps" "$tps")" \
+		"$hps" "$(ratio "$hps" "$tps")" "$p50" "$p99")")
+	if below "$wps" "$tps" || below "$hps" "$tps"; then
 		status=1
 	fi
 done
 echo
+printf '%-8s %12s %12s %6s %12s %6s %9s %9s\n' clients pgbench_tps store_w/s ratio service_hb/s ratio p50_us p99_us
+printf '%s\n' "${rows[@]}"
+echo
 cat "$work/go.txt"
 if ((status)); then
-	echo "below the target: Write throughput under 50% of the pgbench ceiling" >&2
+	echo "below the target: heartbeat throughput under 50% of the pgbench ceiling" >&2
 fi
 exit $status
