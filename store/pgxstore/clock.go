@@ -6,11 +6,10 @@ import (
 )
 
 // Now returns the database server's current time (clock_timestamp(), with
-// microsecond resolution), for deployments that prefer one clock shared by
-// every process over each process's own. It costs one round trip; a caller
-// that uses it as a time source would typically sample it now and then and
-// add the local monotonic time elapsed since. See docs/postgres.md on clock
-// skew.
+// microsecond resolution) in one round trip. To use the server's clock as
+// the time source of lobby.Service, take [NewDBClock], which reads it now
+// and then and needs no round trip per call; Now suits a check such as
+// alerting on skew. See docs/postgres.md on clock skew.
 func (s *Store) Now(ctx context.Context) (time.Time, error) {
 	if err := ctx.Err(); err != nil {
 		return time.Time{}, err

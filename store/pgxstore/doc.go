@@ -38,8 +38,9 @@
 //     committed on the server (the usual ambiguity of any remote commit).
 //     Callers re-read before retrying, which the lobby package does anyway.
 //   - Deadlines are compared as plain numbers written by the callers'
-//     clocks. The database clock is never consulted implicitly; see
-//     [Store.Now] and docs/postgres.md on clock skew between processes.
+//     clocks. The database clock is never consulted implicitly; processes
+//     that should share it pass a [DBClock] to lobby.WithClock. See
+//     docs/postgres.md on clock skew between processes.
 //   - Deadlines must lie between the years 1678 and 2261 (the range of
 //     int64 Unix nanoseconds); Write rejects others with store.ErrInvalid.
 //   - Versions and sequence numbers are stored as the bit pattern of int64,

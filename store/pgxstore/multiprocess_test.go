@@ -264,7 +264,7 @@ func testKilledProcess(t *testing.T, survivor bool) {
 	want := map[string][]lobby.Event{}
 	expiries := map[string][]lobby.Event{}
 	final := map[string]*lobby.State{}
-	var lastDeadline time.Time
+	var firstDeadline, lastDeadline time.Time
 	for _, id := range lobbies {
 		st := lobby.NewState(id, 0)
 		for _, sc := range ran[id] {
@@ -276,6 +276,9 @@ func testKilledProcess(t *testing.T, survivor bool) {
 		}
 		if d := diffEvents(want[id], replies[id]); d != "" {
 			t.Fatalf("lobby %q: the commands' events differ from their replay (-replay +process):\n%s", id, d)
+		}
+		if d := st.NextDeadline(); firstDeadline.IsZero() || d.Before(firstDeadline) {
+			firstDeadline = d
 		}
 		for d := st.NextDeadline(); !d.IsZero(); d = st.NextDeadline() {
 			res, err := m.Apply(st, lobby.Tick(), d)
@@ -369,8 +372,8 @@ func testKilledProcess(t *testing.T, survivor bool) {
 			t.Errorf("lobby %q: stored state (-uninterrupted +after the kill):\n%s", id, d)
 		}
 	}
-	t.Logf("%s applied %d expiries; the last deadline was %v after the kill",
-		finisher.name, countEvents(expiries), lastDeadline.Sub(killed).Round(time.Millisecond))
+	t.Logf("%s applied %d expiries; the deadlines were %v to %v after the kill",
+		finisher.name, countEvents(expiries), firstDeadline.Sub(killed).Round(time.Millisecond), lastDeadline.Sub(killed).Round(time.Millisecond))
 }
 
 func countEvents(m map[string][]lobby.Event) int {
