@@ -61,8 +61,7 @@ func withLocalClock(local clockwork.Clock) ClockOption {
 // Timers (NewTimer, After, AfterFunc, Sleep) and tickers measure their
 // durations in this clock's time: a timer of d fires once Now has advanced by
 // d since it was set, re-examined after every sync, so a correction
-// shortens or lengthens the wait as it moves Now. Durations are otherwise
-// elapsed local time.
+// shortens or lengthens the wait as it moves Now.
 //
 // A DBClock is safe for concurrent use. Call Close when done to stop the
 // periodic sync; the clock keeps working afterwards on its last estimate.
@@ -315,9 +314,9 @@ func (t *dbTimer) fire(gen uint64) {
 		return
 	}
 	if t.period > 0 {
-		for !t.target.After(now) {
-			t.target = t.target.Add(t.period)
-		}
+		// The next tick after now; ticks a jump skipped are dropped.
+		missed := now.Sub(t.target) / t.period
+		t.target = t.target.Add((missed + 1) * t.period)
 		t.armLocked()
 	} else {
 		t.deactivateLocked()

@@ -137,7 +137,8 @@ type childOut struct {
 func (o *childOut) send(m childMsg) {
 	b, err := json.Marshal(m)
 	if err != nil {
-		panic(err) // childMsg always marshals
+		fmt.Fprintln(os.Stderr, "child: cannot encode a message:", err)
+		return
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
