@@ -3,13 +3,14 @@ package lobby
 import (
 	"context"
 	"crypto/hmac"
-	"crypto/rand"
+	crand "crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,7 +88,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 	}
 	if cfg.pseudonym == nil {
 		cfg.pseudonym = make([]byte, 32)
-		if _, err := rand.Read(cfg.pseudonym); err != nil {
+		if _, err := crand.Read(cfg.pseudonym); err != nil {
 			return nil, fmt.Errorf("lobby: pseudonym key: %w", err)
 		}
 	}
@@ -328,6 +329,14 @@ func (s *Service) attempt(ctx context.Context, id string, e *entry, cmd Command,
 			s.log.Warn("lobby write failed", "lobby", id, "op", cmd.Op.String(), "err", werr)
 			return Result{}, fmt.Errorf("lobby %q: write: %w", id, werr)
 		}
+		if attempt > 1 {
+			// Another process keeps winning this lobby: step aside for
+			// a random moment so that its writes and ours interleave
+			// instead of ours always arriving one round trip late.
+			if err := contentionPause(ctx, attempt); err != nil {
+				return Result{}, err
+			}
+		}
 	}
 	return Result{}, fmt.Errorf("%w: lobby %q after %d attempts: %w", ErrContention, id, s.cfg.maxRetries, store.ErrConflict)
 }
@@ -359,6 +368,20 @@ func (s *Service) current(ctx context.Context, id string, version uint64) (bool,
 		return false, fmt.Errorf("lobby %q: load: %w", id, err)
 	}
 	return rec.Version == version, nil
+}
+
+// contentionPause sleeps a random duration, growing with the attempt, up
+// to 5 ms. It is real time, not lobby time: it only spreads out retries.
+func contentionPause(ctx context.Context, attempt int) error {
+	limit := min(time.Duration(1<<min(attempt, 10))*10*time.Microsecond, 5*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}

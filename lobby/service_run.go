@@ -50,6 +50,9 @@ func (s *Service) Run(ctx context.Context) error {
 	if n, ok := s.st.(store.Notifier); ok {
 		ch, err := n.Notify(ctx)
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil // shut down while subscribing
+			}
 			return fmt.Errorf("lobby: store notifications: %w", err)
 		}
 		wg.Add(1)
@@ -83,11 +86,20 @@ func poke(ch chan struct{}) {
 // wait sleeps d on the Service's clock, or until woken or ctx is done. It
 // reports false when ctx is done.
 func (s *Service) wait(ctx context.Context, d time.Duration, wake <-chan struct{}) bool {
-	if d <= 0 {
+	return s.waitUntil(ctx, s.clock.Now().Add(d), wake)
+}
+
+// waitUntil sleeps until the clock reaches target, or until woken or ctx is
+// done. It reports false when ctx is done.
+func (s *Service) waitUntil(ctx context.Context, target time.Time, wake <-chan struct{}) bool {
+	t := s.clock.NewTimer(s.clock.Until(target))
+	defer t.Stop()
+	// The clock may have moved between reading it and arming the timer
+	// (a fake clock advanced by a test, say); a timer armed too late
+	// would then sleep past target.
+	if !s.clock.Now().Before(target) {
 		return ctx.Err() == nil
 	}
-	t := s.clock.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
@@ -112,21 +124,23 @@ func (s *Service) sweepLoop(ctx context.Context) {
 		// Awake: every commit with a deadline pokes, so that one written
 		// while this pass plans its sleep is not missed.
 		s.nextWakeNs.Store(math.MaxInt64)
-		changed, err := s.sweep(ctx)
+		changed, passAt, err := s.sweep(ctx)
 		if ctx.Err() != nil {
 			return
 		}
+		now := s.clock.Now()
 		sleep := s.cfg.resync
 		if err == nil {
 			var next time.Time
 			var ok bool
 			next, ok, err = s.nextDeadline(ctx)
 			if ok {
-				sleep = min(sleep, s.clock.Until(next))
+				sleep = min(sleep, next.Sub(now))
 			}
-			if err == nil && sleep <= 0 && changed == 0 {
-				// Still due, yet the pass changed nothing: a lobby that
-				// fails (claimed, corrupt) must not make the loop spin.
+			if err == nil && ok && !next.After(passAt) && changed == 0 {
+				// Due when the pass looked, yet the pass changed
+				// nothing: a lobby that fails (claimed, corrupt) must
+				// not make the loop spin.
 				err = errors.New("due lobbies could not be advanced")
 			}
 		}
@@ -137,8 +151,9 @@ func (s *Service) sweepLoop(ctx context.Context) {
 		} else {
 			failures = 0
 		}
-		s.nextWakeNs.Store(s.clock.Now().Add(sleep).UnixNano())
-		if !s.wait(ctx, sleep, s.sweepPoke) {
+		target := now.Add(sleep)
+		s.nextWakeNs.Store(target.UnixNano())
+		if !s.waitUntil(ctx, target, s.sweepPoke) {
 			return
 		}
 	}
@@ -158,25 +173,25 @@ func (s *Service) nextDeadline(ctx context.Context) (time.Time, bool, error) {
 // transition fails (a corrupt record, say) are skipped for this pass and
 // reported in the error, joined; the others are still swept.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	return s.sweep(ctx)
+	n, _, err := s.sweep(ctx)
+	return n, err
 }
 
-func (s *Service) sweep(ctx context.Context) (int, error) {
-	now := s.clock.Now()
+// sweep is Sweep; it also returns the time the pass swept up to.
+func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err error) {
+	now = s.clock.Now()
 	claimer, claims := s.st.(store.Claimer)
-	changed := 0
 	seen := map[string]bool{} // one transition per lobby and pass applies all it has due
 	var errs []error
 	for {
-		var due []store.Due
-		var err error
-		if claims {
+		// Due is a read; with a Claimer, look before claiming (a write in
+		// shared stores), since most wake-ups find nothing due.
+		due, err := s.st.Due(ctx, now, s.cfg.sweepBatch)
+		if err == nil && claims && len(due) > 0 {
 			due, err = claimer.Claim(ctx, now, s.cfg.sweepBatch, s.cfg.claimHold)
-		} else {
-			due, err = s.st.Due(ctx, now, s.cfg.sweepBatch)
 		}
 		if err != nil {
-			return changed, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
+			return changed, now, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
 		}
 		progress := false
 		for _, d := range due {
@@ -187,7 +202,7 @@ func (s *Service) sweep(ctx context.Context) (int, error) {
 			res, err := s.Do(ctx, d.ID, Tick())
 			if err != nil {
 				if ctx.Err() != nil {
-					return changed, ctx.Err()
+					return changed, now, ctx.Err()
 				}
 				errs = append(errs, fmt.Errorf("lobby %q: %w", d.ID, err))
 				continue
@@ -198,7 +213,7 @@ func (s *Service) sweep(ctx context.Context) (int, error) {
 			}
 		}
 		if len(due) < s.cfg.sweepBatch || !progress {
-			return changed, errors.Join(errs...)
+			return changed, now, errors.Join(errs...)
 		}
 	}
 }
