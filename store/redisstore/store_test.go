@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -478,5 +479,98 @@ func TestOutboxClockSteppedBack(t *testing.T) {
 	want := []store.Event{{Lobby: "x", Seq: 1}, {Lobby: "x", Seq: 2}, {Lobby: "x", Seq: 3}, {Lobby: "x", Seq: 4}}
 	if d := cmp.Diff(want, got, cmpOpts); err != nil || d != "" {
 		t.Errorf("Pending = %v, diff (-want +got):\n%s", err, d)
+	}
+}
+
+// TestAckBookkeeping checks how Ack finds outbox entries: across a write of
+// thousands of events, after the lobby was deleted (pending events stay
+// ackable), and for a seq a caller reused (one Ack removes every entry of
+// it). Once everything is acknowledged, nothing of the outbox is left but
+// the empty stream.
+func TestAckBookkeeping(t *testing.T) {
+	for _, shards := range shardCounts {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			testAckBookkeeping(t, shards)
+		})
+	}
+}
+
+func testAckBookkeeping(t *testing.T, shards int) {
+	c := sharedClient(t)
+	prefix := newPrefix()
+	t.Cleanup(func() { purge(t, c, prefix) })
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(shards))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	var first []store.Event
+	for i := range 2500 {
+		first = append(first, store.Event{Lobby: "x", Seq: uint64(i + 1), Data: []byte(strconv.Itoa(i + 1))})
+	}
+	// 2500 events, with seq 1500 (second chunk) written twice.
+	first = append(first, store.Event{Lobby: "x", Seq: 1500, Data: []byte("again")})
+	mustWrite(t, s, store.Write{ID: "x", Data: []byte("one"), Deadline: t0, Events: first})
+	// Seq 2 reused by a later write, and one more event.
+	second := []store.Event{{Lobby: "x", Seq: 2, Data: []byte("2 again")}, {Lobby: "x", Seq: 2501}}
+	mustWrite(t, s, store.Write{ID: "x", Expected: 1, Data: []byte("two"), Events: second})
+	if err := s.Delete(ctx, "x", 2, 7); err != nil {
+		t.Fatal(err)
+	}
+
+	all, err := s.Pending(ctx, 5000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := cmp.Diff(append(slices.Clone(first), second...), all, cmpOpts); d != "" {
+		t.Fatalf("Pending after the writes and the delete (-want +got):\n%s", d)
+	}
+	// Acking seq 2 and 1500 once removes both of their entries; unknown
+	// events (seq 9999, lobby y) are skipped.
+	if err := s.Ack(ctx, []store.Event{{Lobby: "x", Seq: 2}, {Lobby: "x", Seq: 1500}, {Lobby: "x", Seq: 9999}, {Lobby: "y", Seq: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	var want []store.Event
+	for _, e := range all {
+		if e.Seq != 2 && e.Seq != 1500 {
+			want = append(want, e)
+		}
+	}
+	got, err := s.Pending(ctx, 5000)
+	if d := cmp.Diff(want, got, cmpOpts); err != nil || d != "" {
+		t.Fatalf("Pending after acking seqs 2 and 1500 = %v, diff (-want +got):\n%s", err, d)
+	}
+	if r, err := s.Load(ctx, "x"); !errors.Is(err, store.ErrNotFound) || r.Version != 7 {
+		t.Errorf("Load of the tombstone = %+v, %v; want floor 7, %v", r, err, store.ErrNotFound)
+	}
+
+	if err := s.Ack(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.Pending(ctx, 10); err != nil || len(p) != 0 {
+		t.Errorf("Pending after acking everything = %v, %v; want none", p, err)
+	}
+	var rec, out string
+	keys := scanKeys(t, ctx, c, prefix)
+	for _, k := range keys {
+		switch {
+		case strings.HasSuffix(k, "}:r:x"):
+			rec = k
+		case strings.HasSuffix(k, "}:out"):
+			out = k
+		}
+	}
+	slices.Sort(keys)
+	wantKeys := []string{out, rec}
+	slices.Sort(wantKeys)
+	if d := cmp.Diff(wantKeys, keys); rec == "" || out == "" || d != "" {
+		t.Errorf("keys after every ack (-want +got):\n%s", d)
+	}
+	if n, err := c.Do(ctx, c.B().Xlen().Key(out).Build()).AsInt64(); err != nil || n != 0 {
+		t.Errorf("XLEN %s after every ack = %d, %v; want 0", out, n, err)
+	}
+	fields, err := c.Do(ctx, c.B().Hkeys().Key(rec).Build()).AsStrSlice()
+	if d := cmp.Diff([]string{"v"}, fields); err != nil || d != "" {
+		t.Errorf("fields of the tombstone %q = %v, diff (-want +got):\n%s", rec, err, d)
 	}
 }
