@@ -55,10 +55,19 @@ func sharedClient(t testing.TB) rueidis.Client {
 }
 
 func newClient(addr string) (rueidis.Client, error) {
-	c, err := rueidis.NewClient(rueidis.ClientOption{
+	return newClientWith(addr, nil)
+}
+
+// newClientWith is newClient with options adjusted by opt, if not nil.
+func newClientWith(addr string, opt func(*rueidis.ClientOption)) (rueidis.Client, error) {
+	o := rueidis.ClientOption{
 		InitAddress:  []string{addr},
 		DisableCache: true,
-	})
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	c, err := rueidis.NewClient(o)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/redis/rueidis"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store/redisstore"
@@ -91,34 +92,81 @@ func BenchmarkServiceTransition(b *testing.B) {
 	benchServiceOps(b, "transitions/s", transitionSvcOp)
 }
 
+// BenchmarkServicePooled runs both operations from 1, 8 and 32 clients on
+// a rueidis client with DisableAutoPipelining, which serves each call on a
+// pooled connection of its own instead of pipelining concurrent calls onto
+// one: the trade between latency for few callers and throughput for many
+// that docs/redis.md describes. bench/run.sh prints it with POOLED=1.
+func BenchmarkServicePooled(b *testing.B) {
+	for _, kind := range []struct {
+		name, unit string
+		op         svcOp
+	}{
+		{"heartbeat", "heartbeats/s", heartbeatSvcOp},
+		{"transition", "transitions/s", transitionSvcOp},
+	} {
+		for _, c := range benchClients {
+			b.Run(fmt.Sprintf("%s/clients=%d", kind.name, c), func(b *testing.B) {
+				runServiceBench(b, svcBench{unit: kind.unit, op: kind.op, clients: c, services: 1, pooled: true})
+			})
+		}
+	}
+}
+
 func benchServiceOps(b *testing.B, unit string, op svcOp) {
 	for _, c := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
-			runServiceBench(b, unit, op, c, 1)
+			runServiceBench(b, svcBench{unit: unit, op: op, clients: c, services: 1})
 		})
 	}
 	b.Run("contended", func(b *testing.B) {
-		runServiceBench(b, unit, op, 8, 2)
+		runServiceBench(b, svcBench{unit: unit, op: op, clients: 8, services: 2})
 	})
 }
 
-// runServiceBench runs op from clients goroutines over services Services
-// sharing one namespace. With one Service each client has lobbies of its
-// own; with several, every client drives its own player in one shared
+// svcBench is one Service benchmark.
+type svcBench struct {
+	unit     string // of the throughput metric
+	op       svcOp
+	clients  int
+	services int  // Services (processes) sharing the namespace
+	pooled   bool // rueidis without auto-pipelining
+}
+
+// notifyHook is a Store that reports when Run has subscribed to its
+// notifications, so that the measurement starts with Run fully up.
+type notifyHook struct {
+	*redisstore.Store
+	subscribed chan struct{}
+	once       sync.Once
+}
+
+func (h *notifyHook) Notify(ctx context.Context) (<-chan struct{}, error) {
+	ch, err := h.Store.Notify(ctx)
+	if err == nil {
+		h.once.Do(func() { close(h.subscribed) })
+	}
+	return ch, err
+}
+
+// runServiceBench runs cfg.op from cfg.clients goroutines over
+// cfg.services Services sharing one namespace, each Service on a client of
+// its own and with Run going. With one Service each client has lobbies of
+// its own; with several, every client drives its own player in one shared
 // lobby and the clients are dealt round-robin to the Services.
-func runServiceBench(b *testing.B, unit string, op svcOp, clients, services int) {
+func runServiceBench(b *testing.B, cfg svcBench) {
 	sharedClient(b) // skip or fail as every Redis test does
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup
 	defer running.Wait()
 	defer cancel()
 
+	clients, services, op := cfg.clients, cfg.services, cfg.op
 	prefix := newPrefix()
 	svcs := make([]*lobby.Service, services)
 	counters := make([]*lobby.Counters, services)
 	for i := range svcs {
-		// Each Service on a client of its own, as each process has.
-		c, err := newClient(os.Getenv(addrEnv))
+		c, err := newClientWith(os.Getenv(addrEnv), func(o *rueidis.ClientOption) { o.DisableAutoPipelining = cfg.pooled })
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -130,18 +178,24 @@ func runServiceBench(b *testing.B, unit string, op svcOp, clients, services int)
 		if err != nil {
 			b.Fatal(err)
 		}
+		hook := &notifyHook{Store: st, subscribed: make(chan struct{})}
 		counters[i] = &lobby.Counters{}
-		svcs[i], err = lobby.NewService(st, lobby.WithObserver(counters[i]))
+		svcs[i], err = lobby.NewService(hook, lobby.WithObserver(counters[i]))
 		if err != nil {
 			b.Fatal(err)
 		}
 		running.Add(1)
 		go func() {
 			defer running.Done()
-			if err := svcs[i].Run(ctx); err != nil {
+			if err := svcs[i].Run(ctx); err != nil && ctx.Err() == nil {
 				b.Errorf("Run: %v", err)
 			}
 		}()
+		select {
+		case <-hook.subscribed:
+		case <-time.After(10 * time.Second):
+			b.Fatal("Run has not subscribed to notifications after 10s")
+		}
 	}
 
 	// Join every client's lobbies and run op once on each, so that the
@@ -214,7 +268,7 @@ func runServiceBench(b *testing.B, unit string, op svcOp, clients, services int)
 	}
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), unit)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), cfg.unit)
 	b.ReportMetric(quantileMicros(all, 0.50), "p50-us")
 	b.ReportMetric(quantileMicros(all, 0.99), "p99-us")
 	b.ReportMetric(float64(retries(counters)-retriesBefore)/float64(b.N), "retries/op")
