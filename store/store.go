@@ -29,6 +29,8 @@ package store
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math"
 	"time"
 )
 
@@ -89,6 +91,25 @@ type Write struct {
 	// Events are appended to the outbox in this order, in the same atomic
 	// step as the record: either both are stored or neither is.
 	Events []Event
+}
+
+// Validate reports the argument errors every Store.Write must refuse, as an
+// error wrapping ErrInvalid: an empty ID, an event naming another lobby, or
+// an Expected version that has no successor. Stores call it first; it does
+// not look at the store.
+func (w *Write) Validate() error {
+	if w.ID == "" {
+		return fmt.Errorf("%w: write with an empty lobby ID", ErrInvalid)
+	}
+	if w.Expected == math.MaxUint64 {
+		return fmt.Errorf("%w: write to %q: no version follows %d", ErrInvalid, w.ID, w.Expected)
+	}
+	for i := range w.Events {
+		if w.Events[i].Lobby != w.ID {
+			return fmt.Errorf("%w: event %d names lobby %q in a write to %q", ErrInvalid, i, w.Events[i].Lobby, w.ID)
+		}
+	}
+	return nil
 }
 
 // Due names a lobby whose deadline has come.

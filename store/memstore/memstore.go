@@ -30,7 +30,6 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,16 +158,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if w.ID == "" {
-		return errEmptyID
-	}
-	for i := range w.Events {
-		if w.Events[i].Lobby != w.ID {
-			return fmt.Errorf("%w: event %d names lobby %q in a write to %q", store.ErrInvalid, i, w.Events[i].Lobby, w.ID)
-		}
-	}
-	if w.Expected == math.MaxUint64 {
-		return fmt.Errorf("%w: no version follows %d", store.ErrInvalid, w.Expected)
+	if err := w.Validate(); err != nil {
+		return err
 	}
 
 	sh := s.shardOf(w.ID)

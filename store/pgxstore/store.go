@@ -150,20 +150,12 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if w.ID == "" {
-		return fmt.Errorf("pgxstore: write: empty lobby ID: %w", store.ErrInvalid)
-	}
-	if w.Expected == math.MaxUint64 {
-		return fmt.Errorf("pgxstore: write %q: expected version %d has no successor: %w", w.ID, w.Expected, store.ErrInvalid)
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("pgxstore: %w", err)
 	}
 	deadline, ok := toNanos(w.Deadline)
 	if !ok {
 		return fmt.Errorf("pgxstore: write %q: deadline %v outside the storable range: %w", w.ID, w.Deadline, store.ErrInvalid)
-	}
-	for _, e := range w.Events {
-		if e.Lobby != w.ID {
-			return fmt.Errorf("pgxstore: write %q: event names lobby %q: %w", w.ID, e.Lobby, store.ErrInvalid)
-		}
 	}
 
 	id := []byte(w.ID)

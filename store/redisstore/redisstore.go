@@ -42,7 +42,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 
 	"github.com/redis/rueidis"
@@ -205,16 +204,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if w.ID == "" {
-		return errEmptyID
-	}
-	for i := range w.Events {
-		if w.Events[i].Lobby != w.ID {
-			return fmt.Errorf("redisstore: %w: event %d names lobby %q in a write to %q", store.ErrInvalid, i, w.Events[i].Lobby, w.ID)
-		}
-	}
-	if w.Expected == math.MaxUint64 {
-		return fmt.Errorf("redisstore: %w: no version follows %d", store.ErrInvalid, w.Expected)
+	if err := w.Validate(); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
 	}
 	sh := s.shardOf(w.ID)
 	var dl string
