@@ -227,6 +227,10 @@ func checkOutboxAtomic(h *harness) {
 				}
 			}
 			for _, e := range p {
+				if acked[e.Lobby] == nil {
+					fail("Pending returned event %d of %q, a lobby nobody wrote during this check", e.Seq, e.Lobby)
+					return
+				}
 				if acked[e.Lobby][e.Seq] {
 					fail("event %d of %q pending again after it was acknowledged", e.Seq, e.Lobby)
 					return
