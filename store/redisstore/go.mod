@@ -10,6 +10,7 @@ require (
 
 require (
 	github.com/anishathalye/porcupine v1.3.1 // indirect
+	github.com/jonboulle/clockwork v0.5.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )

@@ -2,19 +2,17 @@ package redisstore_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/redis/rueidis"
 
+	"github.com/lobbyhost/lobbyhost/internal/servicebench"
 	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store/redisstore"
 )
@@ -22,55 +20,6 @@ import (
 // The benchmarks in this file measure the whole path a game server takes:
 // lobby.Service, with Run going, on a redisstore. bench/run.sh sets their
 // figures beside redis-benchmark's EVALSHA on the same server.
-
-// svcLobbiesPerClient is how many lobbies each uncontended client cycles
-// through, with one player of its own in each.
-const svcLobbiesPerClient = 4
-
-// svcLobby is one lobby and the one player a benchmark client drives in it.
-type svcLobby struct {
-	id, player string
-	gen        uint64
-	online     bool
-}
-
-// svcOp is one measured operation on a lobby a client drives.
-type svcOp func(ctx context.Context, svc *lobby.Service, l *svcLobby) error
-
-// heartbeatSvcOp keeps the player's connection alive: an invisible change
-// (the deadline moves), so one write without events.
-func heartbeatSvcOp(ctx context.Context, svc *lobby.Service, l *svcLobby) error {
-	res, err := svc.Heartbeat(ctx, l.id, l.player, l.gen)
-	if err == nil && (res.Outcome != lobby.OutcomeApplied || !res.Changed) {
-		err = fmt.Errorf("heartbeat %s/%s: outcome %v, changed %v; want applied and changed", l.id, l.player, res.Outcome, res.Changed)
-	}
-	return err
-}
-
-// transitionSvcOp disconnects the player if it is online and rejoins it
-// otherwise: either way a visible change, one write with one event.
-func transitionSvcOp(ctx context.Context, svc *lobby.Service, l *svcLobby) error {
-	if l.online {
-		res, err := svc.Disconnect(ctx, l.id, l.player, l.gen)
-		if err != nil {
-			return err
-		}
-		if len(res.Events) != 1 {
-			return fmt.Errorf("disconnect %s/%s: %d events, want 1", l.id, l.player, len(res.Events))
-		}
-		l.online = false
-		return nil
-	}
-	res, err := svc.Join(ctx, l.id, l.player, nil)
-	if err != nil {
-		return err
-	}
-	if len(res.Events) != 1 {
-		return fmt.Errorf("rejoin %s/%s: %d events, want 1", l.id, l.player, len(res.Events))
-	}
-	l.gen, l.online = res.Gen, true
-	return nil
-}
 
 // BenchmarkServiceHeartbeat measures lobby.Service.Heartbeat on redisstore
 // with Run going: from 1, 8 and 32 concurrent clients, each on lobbies of
@@ -81,7 +30,7 @@ func transitionSvcOp(ctx context.Context, svc *lobby.Service, l *svcLobby) error
 // p50 and p99 latency of one heartbeat in microseconds, and the
 // compare-and-set retries per heartbeat.
 func BenchmarkServiceHeartbeat(b *testing.B) {
-	benchServiceOps(b, "heartbeats/s", heartbeatSvcOp)
+	benchServiceOps(b, "heartbeats/s", servicebench.Heartbeat)
 }
 
 // BenchmarkServiceTransition measures visible transitions the same way:
@@ -89,7 +38,7 @@ func BenchmarkServiceHeartbeat(b *testing.B) {
 // event and a notification; Run's relay publishes and acknowledges the
 // events meanwhile, as in a real process.
 func BenchmarkServiceTransition(b *testing.B) {
-	benchServiceOps(b, "transitions/s", transitionSvcOp)
+	benchServiceOps(b, "transitions/s", servicebench.Transition)
 }
 
 // BenchmarkServicePooled runs both operations from 1, 8 and 32 clients on
@@ -100,10 +49,10 @@ func BenchmarkServiceTransition(b *testing.B) {
 func BenchmarkServicePooled(b *testing.B) {
 	for _, kind := range []struct {
 		name, unit string
-		op         svcOp
+		op         servicebench.Op
 	}{
-		{"heartbeat", "heartbeats/s", heartbeatSvcOp},
-		{"transition", "transitions/s", transitionSvcOp},
+		{"heartbeat", "heartbeats/s", servicebench.Heartbeat},
+		{"transition", "transitions/s", servicebench.Transition},
 	} {
 		for _, c := range benchClients {
 			b.Run(fmt.Sprintf("%s/clients=%d", kind.name, c), func(b *testing.B) {
@@ -113,7 +62,7 @@ func BenchmarkServicePooled(b *testing.B) {
 	}
 }
 
-func benchServiceOps(b *testing.B, unit string, op svcOp) {
+func benchServiceOps(b *testing.B, unit string, op servicebench.Op) {
 	for _, c := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
 			runServiceBench(b, svcBench{unit: unit, op: op, clients: c, services: 1})
@@ -127,7 +76,7 @@ func benchServiceOps(b *testing.B, unit string, op svcOp) {
 // svcBench is one Service benchmark.
 type svcBench struct {
 	unit     string // of the throughput metric
-	op       svcOp
+	op       servicebench.Op
 	clients  int
 	services int  // Services (processes) sharing the namespace
 	pooled   bool // rueidis without auto-pipelining
@@ -161,7 +110,7 @@ func runServiceBench(b *testing.B, cfg svcBench) {
 	defer running.Wait()
 	defer cancel()
 
-	clients, services, op := cfg.clients, cfg.services, cfg.op
+	services := cfg.services
 	prefix := newPrefix()
 	svcs := make([]*lobby.Service, services)
 	counters := make([]*lobby.Counters, services)
@@ -198,102 +147,7 @@ func runServiceBench(b *testing.B, cfg svcBench) {
 		}
 	}
 
-	// Join every client's lobbies and run op once on each, so that the
-	// measurement starts with warm caches and loaded scripts.
-	held := make([][]*svcLobby, clients)
-	for c := range clients {
-		svc := svcs[c%services]
-		n := svcLobbiesPerClient
-		if services > 1 {
-			n = 1
-		}
-		for i := range n {
-			l := &svcLobby{id: "c" + strconv.Itoa(c) + "-l" + strconv.Itoa(i), player: "p" + strconv.Itoa(c)}
-			if services > 1 {
-				l.id = "hot"
-			}
-			res, err := svc.Join(ctx, l.id, l.player, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			l.gen, l.online = res.Gen, true
-			if err := op(ctx, svc, l); err != nil {
-				b.Fatal(err)
-			}
-			held[c] = append(held[c], l)
-		}
-	}
-	retriesBefore := retries(counters)
-
-	var (
-		next     atomic.Int64
-		failed   atomic.Pointer[error]
-		gaveUp   atomic.Int64
-		wg       sync.WaitGroup
-		contends = services > 1
-	)
-	lat := make([][]time.Duration, clients)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for c := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			svc, mine := svcs[c%services], held[c]
-			lat[c] = make([]time.Duration, 0, b.N/clients+1)
-			for j := 0; next.Add(1) <= int64(b.N); j++ {
-				l := mine[j%len(mine)]
-				began := time.Now()
-				err := op(ctx, svc, l)
-				if contends && errors.Is(err, lobby.ErrContention) {
-					// Lost the race on every attempt: counted, and the
-					// client carries on with the same lobby.
-					gaveUp.Add(1)
-					err = nil
-				}
-				if err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-				lat[c] = append(lat[c], time.Since(began))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatal(*err)
-	}
-	all := slices.Concat(lat...)
-	slices.Sort(all)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), cfg.unit)
-	b.ReportMetric(quantileMicros(all, 0.50), "p50-us")
-	b.ReportMetric(quantileMicros(all, 0.99), "p99-us")
-	b.ReportMetric(float64(retries(counters)-retriesBefore)/float64(b.N), "retries/op")
-	if contends {
-		b.ReportMetric(float64(gaveUp.Load())/float64(b.N), "contention-errors/op")
-	}
-}
-
-// quantileMicros returns the q-quantile of sorted durations in
-// microseconds, 0 for none.
-func quantileMicros(sorted []time.Duration, q float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	i := min(int(q*float64(len(sorted))), len(sorted)-1)
-	return float64(sorted[i]) / float64(time.Microsecond)
-}
-
-// retries sums the compare-and-set retries the Services counted.
-func retries(cs []*lobby.Counters) uint64 {
-	var n uint64
-	for _, c := range cs {
-		n += c.Snapshot().Conflicts
-	}
-	return n
+	servicebench.Run(b, cfg.unit, cfg.op, cfg.clients, svcs, counters)
 }
 
 // TestServiceHeartbeatIsOneRoundTrip checks what the benchmarks rely on:
@@ -316,22 +170,22 @@ func TestServiceHeartbeatIsOneRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			ctx := t.Context()
-			l := &svcLobby{id: "l", player: "p"}
-			res, err := svc.Join(ctx, l.id, l.player, nil)
+			l := &servicebench.Lobby{ID: "l", Player: "p"}
+			res, err := svc.Join(ctx, l.ID, l.Player, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			l.gen, l.online = res.Gen, true
+			l.Gen, l.Online = res.Gen, true
 			if got := cc.take(); len(got) < 2 || got[0] != "HMGET" {
 				t.Errorf("commands of the first join = %q, want a load (HMGET) and then the write", got)
 			}
 
 			for _, tc := range []struct {
 				name string
-				op   svcOp
+				op   servicebench.Op
 			}{
-				{"heartbeat", heartbeatSvcOp},
-				{"transition", transitionSvcOp},
+				{"heartbeat", servicebench.Heartbeat},
+				{"transition", servicebench.Transition},
 			} {
 				for i := range 4 {
 					if err := tc.op(ctx, svc, l); err != nil {
