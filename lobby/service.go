@@ -274,7 +274,7 @@ func (s *Service) run(ctx context.Context, id string, cmd Command, peek func(*St
 	if err == nil && peek != nil {
 		peek(e.state)
 	}
-	if e.state == nil || (e.state != nil && len(e.state.Members) == 0) {
+	if e.state == nil || len(e.state.Members) == 0 {
 		// Do not keep lobbies that are unknown or empty in memory.
 		s.cache.CompareAndDelete(id, e)
 	}
