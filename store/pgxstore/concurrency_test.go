@@ -79,10 +79,11 @@ func (r *roundTrips) last(sql string) (writes int64, runs int) {
 	return writes, runs
 }
 
-// TestWriteIsOneRoundTrip: once pgx has prepared a statement on a
-// connection, a heartbeat Write (no events), a Write with events and a Load
-// each cost one statement and one round trip.
-func TestWriteIsOneRoundTrip(t *testing.T) {
+// countingPool returns a one-connection pool whose connection counts its
+// socket writes and whose tracer records every statement, for the tests
+// that count round trips.
+func countingPool(t *testing.T) (*pgxpool.Pool, *roundTrips) {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testDSN(t))
 	if err != nil {
 		t.Fatal(err)
@@ -98,12 +99,20 @@ func TestWriteIsOneRoundTrip(t *testing.T) {
 	}
 	rt := &roundTrips{}
 	cfg.ConnConfig.Tracer = rt
-	ctx := ctxT(t)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := pgxpool.NewWithConfig(ctxT(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
+	return pool, rt
+}
+
+// TestWriteIsOneRoundTrip: once pgx has prepared a statement on a
+// connection, a heartbeat Write (no events), a Write with events and a Load
+// each cost one statement and one round trip.
+func TestWriteIsOneRoundTrip(t *testing.T) {
+	ctx := ctxT(t)
+	pool, rt := countingPool(t)
 	s := newTestStoreOn(t, pool)
 
 	base := time.Unix(1_700_000_000, 0)

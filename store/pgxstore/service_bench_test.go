@@ -3,12 +3,9 @@ package pgxstore
 import (
 	"context"
 	"fmt"
-	"net"
 	"slices"
 	"sync"
 	"testing"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/lobbyhost/lobbyhost/internal/servicebench"
 	"github.com/lobbyhost/lobbyhost/lobby"
@@ -95,27 +92,8 @@ func runServiceBench(b *testing.B, unit string, op servicebench.Op, clients, ser
 // in one round trip, and a visible transition one UPDATE with its outbox
 // insert, also in one round trip; neither loads the lobby first.
 func TestServiceHeartbeatIsOneRoundTrip(t *testing.T) {
-	cfg, err := pgxpool.ParseConfig(testDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	var d net.Dialer
-	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := d.DialContext(ctx, network, addr)
-		if err != nil {
-			return nil, err
-		}
-		return &countingConn{Conn: c}, nil
-	}
-	rt := &roundTrips{}
-	cfg.ConnConfig.Tracer = rt
 	ctx := ctxT(t)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, rt := countingPool(t)
 	s := newTestStoreOn(t, pool)
 	svc, err := lobby.NewService(s)
 	if err != nil {
