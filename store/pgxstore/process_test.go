@@ -465,21 +465,30 @@ func (c *child) read(r io.Reader) {
 // after processWait. what names the condition in the failure.
 func (g *group) waitFor(what string, cond func() bool) {
 	g.t.Helper()
+	if !waitCond(&g.mu, g.cond, cond) {
+		g.t.Fatalf("no %s within %v", what, processWait)
+	}
+}
+
+// waitCond waits on c (whose lock is mu) until cond, called with mu held,
+// holds; it reports false once processWait has passed without it.
+func waitCond(mu *sync.Mutex, c *sync.Cond, cond func() bool) bool {
 	timer := time.AfterFunc(processWait, func() {
-		g.mu.Lock()
-		g.cond.Broadcast()
-		g.mu.Unlock()
+		mu.Lock()
+		c.Broadcast()
+		mu.Unlock()
 	})
 	defer timer.Stop()
 	start := time.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	for !cond() {
 		if time.Since(start) >= processWait {
-			g.t.Fatalf("no %s within %v", what, processWait)
+			return false
 		}
-		g.cond.Wait()
+		c.Wait()
 	}
+	return true
 }
 
 // waitFor waits until cond holds for the child's messages so far; the child

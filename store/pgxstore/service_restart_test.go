@@ -281,29 +281,18 @@ func (c *collector) waitFor(t *testing.T, final map[string]lobby.Snapshot) {
 	c.mu.Lock()
 	c.cond = sync.NewCond(&c.mu)
 	c.mu.Unlock()
-	timer := time.AfterFunc(processWait, func() {
-		c.mu.Lock()
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer timer.Stop()
-	start := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for {
-		done := map[string]bool{}
+	var done map[string]bool
+	published := func() bool {
+		done = map[string]bool{}
 		for _, ev := range c.events {
 			if final[ev.Lobby].Revision == ev.Revision {
 				done[ev.Lobby] = true
 			}
 		}
-		if len(done) == len(final) {
-			return
-		}
-		if time.Since(start) >= processWait {
-			t.Fatalf("relays did not publish %v within %v (published: %v)", final, processWait, done)
-		}
-		c.cond.Wait()
+		return len(done) == len(final)
+	}
+	if !waitCond(&c.mu, c.cond, published) {
+		t.Fatalf("relays did not publish %v within %v (published: %v)", final, processWait, done)
 	}
 }
 
