@@ -258,6 +258,9 @@ func (s *Server) peerRefresh(ctx context.Context) {
 		s.log.Error("peer refresh disabled: store notifications failed", "err", err)
 		return
 	}
+	// Writes committed before the subscription was in place were never
+	// signalled: catch up on them once.
+	s.refreshRooms(ctx)
 	for {
 		select {
 		case <-ctx.Done():
