@@ -136,13 +136,17 @@ type step struct {
 	m *Machine
 	s *State
 	r *Result
+	// trigger is the ExpireLease being applied, if any; fired reports
+	// that the catch-up applied the deadline it names.
+	trigger *Command
+	fired   bool
 }
 
 func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 	var r Result
 	st := step{m: m, s: s, r: &r}
 	if cmd.Op == OpExpireLease {
-		r.Outcome = classifyExpiry(s, cmd.Player, cmd.Gen, now)
+		st.trigger = &cmd
 	}
 	last, caughtUp := st.catchUp(now)
 
@@ -160,7 +164,12 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 	case OpTransferHost:
 		changed, err = st.transferHost(cmd, now)
 	case OpExpireLease:
-		// The catch-up did all there was to do.
+		// The catch-up did all there was to do; the trigger is judged
+		// on the caught-up lobby.
+		r.Outcome = OutcomeDone
+		if !st.fired {
+			r.Outcome = pendingExpiry(s, cmd.Player, cmd.Gen)
+		}
 	case OpTick:
 		r.Outcome = OutcomeNoop
 		if caughtUp {
@@ -181,10 +190,11 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 	return r, nil
 }
 
-// classifyExpiry judges, before the catch-up, what ExpireLease(player, gen)
-// will find: the named deadline is due now (the catch-up will apply it),
-// still in the future, or not pending at all.
-func classifyExpiry(s *State, player string, gen uint64, now time.Time) Outcome {
+// pendingExpiry classifies an ExpireLease trigger whose deadline the
+// catch-up did not apply: the deadline it names (the heartbeat deadline of
+// gen, or the reconnect deadline of a member whose most recently attached
+// generation is gen) is still pending, or it names nothing pending at all.
+func pendingExpiry(s *State, player string, gen uint64) Outcome {
 	mem := s.Member(player)
 	if mem == nil {
 		return OutcomeStale
@@ -195,13 +205,10 @@ func classifyExpiry(s *State, player string, gen uint64, now time.Time) Outcome 
 	} else if len(mem.Conns) == 0 && mem.LastGen == gen {
 		d = mem.ReconnectBy
 	}
-	switch {
-	case d.IsZero():
+	if d.IsZero() {
 		return OutcomeStale
-	case d.After(now):
-		return OutcomeNotDue
 	}
-	return OutcomeDone
+	return OutcomeNotDue
 }
 
 // catchUp applies every deadline at or before now, in order. It returns the
@@ -215,6 +222,10 @@ func (st *step) catchUp(now time.Time) (last time.Time, any bool) {
 		}
 		last, any = d, true
 		mem := &s.Members[mi]
+		if t := st.trigger; t != nil && mem.Player == t.Player &&
+			((ci >= 0 && mem.Conns[ci].Gen == t.Gen) || (ci < 0 && mem.LastGen == t.Gen)) {
+			st.fired = true
+		}
 		if ci >= 0 {
 			st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: mem.Conns[ci].Gen, Cause: EndTimedOut, At: d})
 			mem.Conns = slices.Delete(mem.Conns, ci, ci+1)

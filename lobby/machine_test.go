@@ -485,6 +485,38 @@ func TestExpireLeaseOutcomes(t *testing.T) {
 	}
 }
 
+// TestExpireLeaseJudgedAfterCatchUp: the trigger names a reconnect
+// deadline that its own catch-up starts (the member's other tab times out
+// on the way), so the deadline is pending: not_due, not stale.
+func TestExpireLeaseJudgedAfterCatchUp(t *testing.T) {
+	p := testPolicy()
+	p.Grace, p.HeartbeatTTL = time.Second, 5*time.Second
+	r := newRun(t, p)
+	g1 := r.join("p")
+	g2 := r.join("p")
+	r.at(3700 * time.Millisecond)
+	r.do(Disconnect("p", g2))
+	r.at(5100 * time.Millisecond)
+	res := r.do(ExpireLease("p", g2, r.now))
+	if res.Outcome != OutcomeNotDue {
+		t.Fatalf("outcome %v, want not_due: the reconnect deadline named by gen %d started during the catch-up", res.Outcome, g2)
+	}
+	if e := r.lastEvent(); e.Reason != ReasonTimedOut || !e.At.Equal(t0.Add(5*time.Second)) {
+		t.Fatalf("last event %+v, want gen %d timed out at 5 s", e, g1)
+	}
+	// The heartbeat deadline the catch-up applied is reported done to the
+	// trigger that names it.
+	r2 := newRun(t, p)
+	g := r2.join("q")
+	r2.at(5500 * time.Millisecond)
+	if got := r2.do(ExpireLease("q", g, r2.now)).Outcome; got != OutcomeDone {
+		t.Fatalf("trigger whose own catch-up applied its deadline: %v, want done", got)
+	}
+	if got := r2.do(ExpireLease("q", g, r2.now)).Outcome; got != OutcomeNotDue {
+		t.Fatalf("the reconnect deadline named by the same generation: %v, want not_due", got)
+	}
+}
+
 func TestSkewedClockNeverRunsBackward(t *testing.T) {
 	r := newRun(t, testPolicy())
 	r.at(10 * time.Second)

@@ -119,24 +119,6 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 	if now.Before(m.updated) {
 		now = m.updated
 	}
-	if cmd.Op == OpExpireLease {
-		out = OutcomeStale
-		if mem := m.members[cmd.Player]; mem != nil {
-			var d time.Time
-			if dl, ok := mem.gens[cmd.Gen]; ok {
-				d = dl
-			} else if len(mem.gens) == 0 && mem.lastGen == cmd.Gen {
-				d = mem.reconnectBy
-			}
-			switch {
-			case d.IsZero():
-			case d.After(now):
-				out = OutcomeNotDue
-			default:
-				out = OutcomeDone
-			}
-		}
-	}
 	var last time.Time
 	for {
 		ds := m.pending()
@@ -146,6 +128,9 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		d := ds[0]
 		last = d.at
 		mem := m.members[d.player]
+		if cmd.Op == OpExpireLease && d.player == cmd.Player && ((d.gen != 0 && d.gen == cmd.Gen) || (d.gen == 0 && mem.lastGen == cmd.Gen)) {
+			out = OutcomeDone
+		}
 		if d.gen != 0 {
 			delete(mem.gens, d.gen)
 			if len(mem.gens) == 0 {
@@ -171,6 +156,19 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		return now.Add(m.p.HeartbeatTTL)
 	}
 	switch cmd.Op {
+	case OpExpireLease:
+		// Judged on the caught-up lobby: applied above, still pending, or
+		// naming nothing pending.
+		if out != OutcomeDone {
+			out = OutcomeStale
+			if mem := m.members[cmd.Player]; mem != nil {
+				if d := mem.gens[cmd.Gen]; !d.IsZero() {
+					out = OutcomeNotDue
+				} else if len(mem.gens) == 0 && mem.lastGen == cmd.Gen && !mem.reconnectBy.IsZero() {
+					out = OutcomeNotDue
+				}
+			}
+		}
 	case OpTick:
 		out = OutcomeNoop
 		if caughtUp {
