@@ -58,7 +58,7 @@ func (c *Counters) Observe(o Observation) {
 		c.conflicts.Add(uint64(o.Attempts - 1))
 	}
 	if o.Err != nil {
-		if errorsIsRefusal(o.Err) {
+		if IsRefusal(o.Err) {
 			c.refused.Add(1)
 		}
 		return

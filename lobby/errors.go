@@ -14,6 +14,10 @@ var (
 	ErrInvalidAttrs = errors.New("lobby: invalid attributes")
 	// ErrInvalidPolicy: a policy value is out of range.
 	ErrInvalidPolicy = errors.New("lobby: invalid policy")
+	// ErrInvalidOption: a Service option or argument is unusable (a nil
+	// store, clock, publisher, logger or observer, a short pseudonym key, a
+	// non-positive interval or bound).
+	ErrInvalidOption = errors.New("lobby: invalid option")
 	// ErrInvalidCommand: the command is malformed (an unknown operation).
 	ErrInvalidCommand = errors.New("lobby: invalid command")
 	// ErrInvalidTime: the transition time is outside the years 1700–2200,
@@ -36,10 +40,16 @@ var (
 	ErrNotEmpty = errors.New("lobby: lobby is not empty")
 )
 
-// errorsIsRefusal reports whether err is a rule's refusal rather than a
-// failure.
-func errorsIsRefusal(err error) bool {
-	for _, target := range []error{ErrLobbyFull, ErrNotHost, ErrNotMember, ErrNotEligible} {
+// refusals are the errors by which a rule refuses a command on the lobby's
+// current state, as opposed to bad input or a failure. A refused command
+// commits nothing.
+var refusals = [...]error{ErrLobbyFull, ErrNotHost, ErrNotMember, ErrNotEligible, ErrNotEmpty}
+
+// IsRefusal reports whether err is a rule's refusal of a command on the
+// lobby's current state (ErrLobbyFull, ErrNotHost, ErrNotMember,
+// ErrNotEligible, ErrNotEmpty) rather than bad input or a failure.
+func IsRefusal(err error) bool {
+	for _, target := range refusals {
 		if errors.Is(err, target) {
 			return true
 		}

@@ -63,7 +63,19 @@ func (m *Machine) Policy() Policy { return m.p }
 // result in s. It is deterministic: the same state, command and time always
 // yield the same result.
 func (m *Machine) Apply(s *State, cmd Command, now time.Time) (Result, error) {
-	if err := m.check(s, cmd, now); err != nil {
+	if s == nil {
+		return Result{}, fmt.Errorf("%w: nil state", ErrInvalidCommand)
+	}
+	if err := checkCommand(cmd); err != nil {
+		return Result{}, err
+	}
+	return m.applyChecked(s, cmd, now)
+}
+
+// applyChecked is Apply for a command that checkCommand accepted; the
+// Service validates commands once, before it touches the store.
+func (m *Machine) applyChecked(s *State, cmd Command, now time.Time) (Result, error) {
+	if err := checkTime(now); err != nil {
 		return Result{}, err
 	}
 	now = now.Round(0).UTC()
@@ -84,16 +96,6 @@ func (m *Machine) Apply(s *State, cmd Command, now time.Time) (Result, error) {
 		}
 	}
 	return m.apply(s, cmd, now)
-}
-
-func (m *Machine) check(s *State, cmd Command, now time.Time) error {
-	if err := checkTime(now); err != nil {
-		return err
-	}
-	if s == nil {
-		return fmt.Errorf("%w: nil state", ErrInvalidCommand)
-	}
-	return checkCommand(cmd)
 }
 
 func checkTime(now time.Time) error {

@@ -65,6 +65,8 @@ type config struct {
 	maxRetries int
 	claimHold  time.Duration
 	cache      bool
+	cacheSize  int
+	cacheIdle  time.Duration
 }
 
 func defaultConfig() config {
@@ -79,6 +81,8 @@ func defaultConfig() config {
 		maxRetries: 32,
 		claimHold:  30 * time.Second,
 		cache:      true,
+		cacheSize:  65536,
+		cacheIdle:  5 * time.Minute,
 	}
 }
 
@@ -94,7 +98,7 @@ func WithPolicy(p Policy) Option {
 func WithClock(clock clockwork.Clock) Option {
 	return func(c *config) error {
 		if clock == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidPolicy)
+			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
 		}
 		c.clock = clock
 		return nil
@@ -107,7 +111,7 @@ func WithClock(clock clockwork.Clock) Option {
 func WithPublisher(p Publisher) Option {
 	return func(c *config) error {
 		if p == nil {
-			return fmt.Errorf("%w: nil publisher", ErrInvalidPolicy)
+			return fmt.Errorf("%w: nil publisher", ErrInvalidOption)
 		}
 		c.publisher = p
 		return nil
@@ -122,7 +126,7 @@ func WithPublisher(p Publisher) Option {
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidPolicy)
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
 		}
 		c.logger = l
 		return nil
@@ -136,7 +140,7 @@ func WithLogger(l *slog.Logger) Option {
 func WithPseudonymKey(key []byte) Option {
 	return func(c *config) error {
 		if len(key) < 16 {
-			return fmt.Errorf("%w: pseudonym key shorter than 16 bytes", ErrInvalidPolicy)
+			return fmt.Errorf("%w: pseudonym key shorter than 16 bytes", ErrInvalidOption)
 		}
 		c.pseudonym = append([]byte(nil), key...)
 		return nil
@@ -147,7 +151,7 @@ func WithPseudonymKey(key []byte) Option {
 func WithObserver(o Observer) Option {
 	return func(c *config) error {
 		if o == nil {
-			return fmt.Errorf("%w: nil observer", ErrInvalidPolicy)
+			return fmt.Errorf("%w: nil observer", ErrInvalidOption)
 		}
 		c.observer = o
 		return nil
@@ -162,7 +166,7 @@ func WithObserver(o Observer) Option {
 func WithResync(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("%w: resync must be positive", ErrInvalidPolicy)
+			return fmt.Errorf("%w: resync must be positive", ErrInvalidOption)
 		}
 		c.resync = d
 		return nil
@@ -172,8 +176,24 @@ func WithResync(d time.Duration) Option {
 // WithoutCache makes every command load the lobby from the store. By
 // default a Service keeps the lobbies it last wrote decoded in memory and
 // writes against their known version, falling back to a load when another
-// process wrote in between (the compare-and-set detects it). Disable it to
-// trade speed for memory.
+// process wrote in between (the compare-and-set detects it). The cache never
+// changes an outcome, only how many store reads a command costs; disable it
+// to trade speed for memory.
 func WithoutCache() Option {
 	return func(c *config) error { c.cache = false; return nil }
+}
+
+// WithCache bounds the cache of decoded lobbies (default: 65,536 lobbies,
+// dropped after 5 minutes unused). The least recently used lobby goes first
+// when the bound is reached; the bound is approximate (kept per shard of
+// the table). Unknown and empty lobbies are never cached. maxLobbies and
+// idle must be positive.
+func WithCache(maxLobbies int, idle time.Duration) Option {
+	return func(c *config) error {
+		if maxLobbies <= 0 || idle <= 0 {
+			return fmt.Errorf("%w: cache bound %d lobbies, idle %v: both must be positive", ErrInvalidOption, maxLobbies, idle)
+		}
+		c.cache, c.cacheSize, c.cacheIdle = true, maxLobbies, idle
+		return nil
+	}
 }

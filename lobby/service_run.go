@@ -180,6 +180,7 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 // sweep is Sweep; it also returns the time the pass swept up to.
 func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err error) {
 	now = s.clock.Now()
+	s.lobbies.trim(now)
 	claimer, claims := s.st.(store.Claimer)
 	seen := map[string]bool{} // one transition per lobby and pass applies all it has due
 	var errs []error

@@ -639,14 +639,31 @@ func TestServiceBadInput(t *testing.T) {
 	if cs.calls != 0 {
 		t.Fatalf("bad input reached the store %d times", cs.calls)
 	}
-	if _, err := lobby.NewService(nil); !errors.Is(err, lobby.ErrInvalidPolicy) {
-		t.Errorf("NewService(nil) = %v", err)
+	options := []struct {
+		name string
+		st   store.Store
+		opts []lobby.Option
+		want error
+	}{
+		{"nil store", nil, nil, lobby.ErrInvalidOption},
+		{"nil clock", cs, []lobby.Option{lobby.WithClock(nil)}, lobby.ErrInvalidOption},
+		{"nil publisher", cs, []lobby.Option{lobby.WithPublisher(nil)}, lobby.ErrInvalidOption},
+		{"nil logger", cs, []lobby.Option{lobby.WithLogger(nil)}, lobby.ErrInvalidOption},
+		{"nil observer", cs, []lobby.Option{lobby.WithObserver(nil)}, lobby.ErrInvalidOption},
+		{"nil option", cs, []lobby.Option{nil}, lobby.ErrInvalidOption},
+		{"short pseudonym key", cs, []lobby.Option{lobby.WithPseudonymKey([]byte("short"))}, lobby.ErrInvalidOption},
+		{"zero resync", cs, []lobby.Option{lobby.WithResync(0)}, lobby.ErrInvalidOption},
+		{"zero cache bound", cs, []lobby.Option{lobby.WithCache(0, time.Minute)}, lobby.ErrInvalidOption},
+		{"zero policy", cs, []lobby.Option{lobby.WithPolicy(lobby.Policy{})}, lobby.ErrInvalidPolicy},
 	}
-	if _, err := lobby.NewService(cs, lobby.WithPolicy(lobby.Policy{})); !errors.Is(err, lobby.ErrInvalidPolicy) {
-		t.Errorf("NewService(zero policy) = %v", err)
-	}
-	if _, err := lobby.NewService(cs, lobby.WithPseudonymKey([]byte("short"))); !errors.Is(err, lobby.ErrInvalidPolicy) {
-		t.Errorf("NewService(short key) = %v", err)
+	for _, tt := range options {
+		_, err := lobby.NewService(tt.st, tt.opts...)
+		if !errors.Is(err, tt.want) {
+			t.Errorf("NewService(%s) = %v, want %v", tt.name, err, tt.want)
+		}
+		if tt.want == lobby.ErrInvalidOption && errors.Is(err, lobby.ErrInvalidPolicy) {
+			t.Errorf("NewService(%s) = %v: not a policy error", tt.name, err)
+		}
 	}
 }
 

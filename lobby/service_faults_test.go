@@ -1,0 +1,238 @@
+package lobby_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/store/memstore"
+)
+
+// valveStore blocks the next call of a chosen method until the test opens
+// the gate, so a test can hold one transaction inside the store while
+// another one queues behind it.
+type valveStore struct {
+	store.Store
+	mu      sync.Mutex
+	method  string        // "Load" or "Write": the call to hold
+	entered chan struct{} // closed when the held call arrives
+	open    chan struct{} // close to let it go on
+}
+
+func (g *valveStore) hold(method string) (entered, open chan struct{}) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.method, g.entered, g.open = method, make(chan struct{}), make(chan struct{})
+	return g.entered, g.open
+}
+
+func (g *valveStore) gate(method string) {
+	g.mu.Lock()
+	if g.method != method {
+		g.mu.Unlock()
+		return
+	}
+	entered, open := g.entered, g.open
+	g.method = ""
+	g.mu.Unlock()
+	close(entered)
+	<-open
+}
+
+func (g *valveStore) Load(ctx context.Context, id string) (store.Record, error) {
+	g.gate("Load")
+	return g.Store.Load(ctx, id)
+}
+
+func (g *valveStore) Write(ctx context.Context, w store.Write) error {
+	g.gate("Write")
+	return g.Store.Write(ctx, w)
+}
+
+// waitQueued waits until some goroutine running fn (a function name as it
+// appears in a stack trace) is blocked waiting, not running. It polls the
+// goroutine dump: a scheduling aid, not a timing claim; reaching hangGuard
+// fails the test.
+func waitQueued(t *testing.T, fn string) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	buf := make([]byte, 1<<20)
+	for time.Now().Before(deadline) {
+		n := runtime.Stack(buf, true)
+		for _, g := range strings.Split(string(buf[:n]), "\n\n") {
+			head, _, _ := strings.Cut(g, "\n")
+			blocked := strings.Contains(head, "[sync.Mutex.Lock") || strings.Contains(head, "[select") ||
+				strings.Contains(head, "[chan send") || strings.Contains(head, "[semacquire")
+			if blocked && strings.Contains(g, fn) {
+				return
+			}
+		}
+		runtime.Gosched()
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("no goroutine in %s ever queued", fn)
+}
+
+// outboxSeqs drains the store's outbox and returns the revisions it held
+// for lobby id, in order.
+func outboxSeqs(t *testing.T, st store.Store, id string) []uint64 {
+	t.Helper()
+	var seqs []uint64
+	for {
+		evs, err := st.Pending(context.Background(), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			return seqs
+		}
+		for _, e := range evs {
+			if e.Lobby == id {
+				seqs = append(seqs, e.Seq)
+			}
+		}
+		if err := st.Ack(context.Background(), evs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wantConsecutive(t *testing.T, seqs []uint64, last uint64) {
+	t.Helper()
+	for i, s := range seqs {
+		if s != uint64(i)+1 {
+			t.Fatalf("outbox revisions %v: revision %d missing or repeated", seqs, i+1)
+		}
+	}
+	if uint64(len(seqs)) != last {
+		t.Fatalf("outbox revisions %v, want 1..%d", seqs, last)
+	}
+}
+
+// TestRefusedReclaimLeavesNothingBehind: a Reclaim that finds members after
+// catching up commits nothing, and leaves nothing uncommitted behind for the
+// Join queued behind it: every revision reaches the outbox exactly once and
+// the Join reports a revision the store holds.
+func TestRefusedReclaimLeavesNothingBehind(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	mem := memstore.New()
+	gs := &valveStore{Store: mem}
+	p := lobby.DefaultPolicy()
+	p.Grace, p.HeartbeatTTL = time.Second, time.Second
+	svc := newService(t, gs, clock, lobby.WithPolicy(p))
+	must(t)(svc.Join(ctx, "L", "a", nil))
+	clock.Advance(500 * time.Millisecond)
+	must(t)(svc.Join(ctx, "L", "b", nil))
+	clock.Advance(700 * time.Millisecond) // a's only connection is overdue
+
+	entered, open := gs.hold("Load")
+	reclaimed := make(chan error, 1)
+	go func() { reclaimed <- svc.Reclaim(ctx, "L") }()
+	<-entered // Reclaim holds the lobby, inside the store
+	joined := make(chan lobby.Result, 1)
+	joinErr := make(chan error, 1)
+	go func() {
+		res, err := svc.Join(ctx, "L", "c", nil)
+		joined <- res
+		joinErr <- err
+	}()
+	waitQueued(t, "lobby.(*Service).Join")
+	close(open)
+	if err := <-reclaimed; !errors.Is(err, lobby.ErrNotEmpty) {
+		t.Fatalf("Reclaim: %v, want ErrNotEmpty", err)
+	}
+	res := <-joined
+	if err := <-joinErr; err != nil {
+		t.Fatalf("Join: %v", err)
+	}
+	rec, err := mem.Load(ctx, "L")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := lobby.DecodeState(rec.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Revision != stored.Revision {
+		t.Fatalf("Join reported revision %d, the store holds %d", res.Revision, stored.Revision)
+	}
+	// joined a, joined b, a timed_out (the catch-up), joined c.
+	wantConsecutive(t, outboxSeqs(t, mem, "L"), 4)
+}
+
+// blockingObserver calls back into the Service from Observe, as a metrics
+// exporter that reads the lobby might.
+type blockingObserver struct {
+	svc  *lobby.Service
+	once sync.Once
+	got  chan error
+}
+
+func (o *blockingObserver) Observe(obs lobby.Observation) {
+	if obs.Command.Op != lobby.OpJoin {
+		return
+	}
+	o.once.Do(func() {
+		_, err := o.svc.Snapshot(context.Background(), obs.Lobby)
+		o.got <- err
+	})
+}
+
+// TestObserverMayCallBack: the Observer runs after the lobby's lock is
+// released, so it may read the same lobby.
+func TestObserverMayCallBack(t *testing.T) {
+	ctx := context.Background()
+	obs := &blockingObserver{got: make(chan error, 1)}
+	svc := newService(t, memstore.New(), clockwork.NewFakeClockAt(t0), lobby.WithObserver(obs))
+	obs.svc = svc
+	done := make(chan error, 1)
+	go func() { _, err := svc.Join(ctx, "l", "a", nil); done <- err }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("Join never returned: its Observer's Snapshot of the same lobby deadlocked")
+	}
+	if err := <-obs.got; err != nil {
+		t.Fatalf("Snapshot from the Observer: %v", err)
+	}
+}
+
+// TestWaitingForALobbyHonoursContext: a command queued behind another one
+// that is stuck in the store gives up when its context ends, while the
+// other one is still stuck.
+func TestWaitingForALobbyHonoursContext(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	gs := &valveStore{Store: memstore.New()}
+	svc := newService(t, gs, clock)
+	must(t)(svc.Join(ctx, "l", "a", nil))
+	entered, open := gs.hold("Write")
+	defer close(open)
+	go func() { _, _ = svc.Join(ctx, "l", "b", nil) }()
+	<-entered
+	waiting, cancel := context.WithCancel(ctx)
+	got := make(chan error, 1)
+	go func() { _, err := svc.Snapshot(waiting, "l"); got <- err }()
+	waitQueued(t, "lobby.(*Service).Snapshot")
+	cancel()
+	select {
+	case err := <-got:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Snapshot queued behind a stuck write: %v, want context.Canceled", err)
+		}
+	case <-time.After(hangGuard):
+		t.Fatal("Snapshot ignored its context while queued for the lobby")
+	}
+}

@@ -1,0 +1,285 @@
+package lobby
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// txn is one transaction on one lobby: the single path by which every
+// Service entry point reads, judges and writes a lobby.
+type txn struct {
+	cmd Command
+	// reclaim: after the command, a lobby that still has members is
+	// refused with ErrNotEmpty (committing nothing); an empty one is
+	// committed and then deleted from the store, keeping its floor.
+	reclaim bool
+	// view, if set, sees the committed state the transaction ended on,
+	// under the lobby's lock. It must not keep the state.
+	view func(*State)
+}
+
+// outcome is what a transaction leaves for the work done after the lobby's
+// lock is released.
+type outcome struct {
+	res       Result
+	err       error
+	attempts  int
+	committed bool
+	events    []Event   // the events of every commit the transaction made
+	deadline  time.Time // the last committed lobby's next deadline
+}
+
+// transact runs t on lobby id: validation, the lock, the compare-and-set
+// attempts, and then, with the lock released, the decision log, the wake-ups
+// and the Observer.
+func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error) {
+	if err := ValidateID(id); err != nil {
+		return Result{}, fmt.Errorf("lobby ID: %w", err)
+	}
+	if err := checkCommand(t.cmd); err != nil {
+		return Result{}, err
+	}
+	var o outcome
+	sl, err := s.lobbies.acquire(ctx, id, s.yieldHook())
+	if err != nil {
+		o.err = err
+	} else {
+		o = s.attempts(ctx, id, sl, t)
+		// Keep a committed lobby that has members; unknown, empty and
+		// reclaimed lobbies are not worth memory.
+		s.lobbies.release(sl, !t.reclaim && sl.state != nil && len(sl.state.Members) > 0, s.clock.Now())
+	}
+	if o.committed {
+		s.committed(id, o)
+	}
+	if s.cfg.observer != nil {
+		s.cfg.observer.Observe(Observation{
+			Lobby:     id,
+			Command:   t.cmd,
+			Result:    o.res,
+			Err:       o.err,
+			Committed: o.committed,
+			Attempts:  o.attempts,
+		})
+	}
+	return o.res, o.err
+}
+
+func (s *Service) yieldHook() func(context.Context) error {
+	if s.hooks == nil {
+		return nil
+	}
+	return s.hooks.yield
+}
+
+// attempts is the compare-and-set loop. It runs with sl's lock held, and
+// keeps one rule: sl.state is either nil or the lobby exactly as stored at
+// sl.version. Whatever a failed attempt did to a copy is dropped.
+func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o outcome) {
+	fail := func(err error) outcome {
+		sl.state = nil
+		o.res, o.err = Result{}, err
+		return o
+	}
+	for o.attempts = 1; o.attempts <= s.cfg.maxRetries; o.attempts++ {
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
+		fresh := false
+		if sl.state == nil {
+			st, version, err := s.load(ctx, id)
+			if err != nil {
+				return fail(err)
+			}
+			sl.state, sl.version, fresh = st, version, true
+		}
+		work := sl.state
+		if t.reclaim {
+			// Reclaim refuses after the machine has run; judge a copy so
+			// that a refusal leaves the committed state untouched.
+			work = work.Clone()
+		}
+		res, err := s.m.applyChecked(work, t.cmd, s.clock.Now())
+		if err == nil && t.reclaim && len(work.Members) > 0 {
+			err = fmt.Errorf("%w: lobby %q has %d members", ErrNotEmpty, id, len(work.Members))
+		}
+		if err != nil || !res.Changed {
+			// Nothing to write, and work is unchanged (a refusal leaves
+			// it exactly as it was). The judgement holds only if it was
+			// made on the stored version; a remembered copy is checked.
+			if !fresh {
+				current, cerr := s.current(ctx, id, sl.version)
+				if cerr != nil {
+					return fail(cerr)
+				}
+				if !current {
+					sl.state = nil
+					o.attempts-- // not a lost race: a stale cache
+					continue
+				}
+			}
+			if err != nil {
+				o.res, o.err = Result{}, err
+				return o
+			}
+		} else {
+			werr := s.write(ctx, id, sl.version, work, res)
+			if werr != nil {
+				sl.state = nil
+				if !errors.Is(werr, store.ErrConflict) {
+					s.log.Warn("lobby write failed", "lobby", id, "op", t.cmd.Op.String(), "err", werr)
+					return fail(fmt.Errorf("lobby %q: write: %w", id, werr))
+				}
+				if err := s.contended(ctx, o.attempts); err != nil {
+					return fail(err)
+				}
+				continue
+			}
+			sl.state, sl.version = work, sl.version+1
+			o.committed = true
+			o.events = append(o.events, res.Events...)
+			o.deadline = work.NextDeadline()
+		}
+		if t.reclaim {
+			if err := s.delete(ctx, id, sl); err != nil {
+				if errors.Is(err, store.ErrConflict) {
+					// Another writer came between: judge the fresh lobby.
+					// A catch-up this transaction committed stands.
+					continue
+				}
+				return fail(err)
+			}
+		}
+		if t.view != nil {
+			t.view(work)
+		}
+		o.res = res
+		return o
+	}
+	o.attempts = s.cfg.maxRetries
+	return fail(fmt.Errorf("%w: lobby %q after %d attempts: %w", ErrContention, id, s.cfg.maxRetries, store.ErrConflict))
+}
+
+// delete removes an empty lobby's record, keeping a floor above every value
+// it issued. The floor is also above the deleted version, so a process that
+// read that version and writes against it conflicts and reloads.
+func (s *Service) delete(ctx context.Context, id string, sl *slot) error {
+	st, version := sl.state, sl.version
+	sl.state = nil
+	err := s.st.Delete(ctx, id, version, max(version+1, st.Floor()))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // no record: nothing to reclaim
+	}
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		return fmt.Errorf("lobby %q: delete: %w", id, err)
+	}
+	return err
+}
+
+// contended is the pause between compare-and-set attempts: none after the
+// first conflict, then a random moment so that the writes of two processes
+// racing for one lobby interleave instead of one always arriving a round
+// trip late.
+func (s *Service) contended(ctx context.Context, attempt int) error {
+	if attempt < 2 {
+		return nil
+	}
+	if s.hooks != nil {
+		return s.hooks.yield(ctx)
+	}
+	return contentionPause(ctx, attempt)
+}
+
+// load reads and decodes a lobby; a lobby without a record is a new empty
+// lobby above the store's floor.
+func (s *Service) load(ctx context.Context, id string) (*State, uint64, error) {
+	rec, err := s.st.Load(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return NewState(id, rec.Version), rec.Version, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("lobby %q: load: %w", id, err)
+	}
+	st, err := DecodeState(rec.Data)
+	if err != nil {
+		return nil, 0, fmt.Errorf("lobby %q: %w", id, err)
+	}
+	if st.ID != id {
+		return nil, 0, fmt.Errorf("%w: record of lobby %q holds lobby %q", ErrCorrupt, id, st.ID)
+	}
+	return st, rec.Version, nil
+}
+
+// current reports whether the store still holds version of lobby id.
+func (s *Service) current(ctx context.Context, id string, version uint64) (bool, error) {
+	rec, err := s.st.Load(ctx, id)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return false, fmt.Errorf("lobby %q: load: %w", id, err)
+	}
+	return rec.Version == version, nil
+}
+
+// contentionPause sleeps a random duration, growing with the attempt, up
+// to 5 ms. It is real time, not lobby time: it only spreads out retries.
+func contentionPause(ctx context.Context, attempt int) error {
+	limit := min(time.Duration(1<<min(attempt, 10))*10*time.Microsecond, 5*time.Millisecond)
+	t := time.NewTimer(rand.N(limit) + time.Microsecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// write stores st as the version after expected, with its next deadline and
+// the events of res.
+func (s *Service) write(ctx context.Context, id string, expected uint64, st *State, res Result) error {
+	bp := bufPool.Get().(*[]byte)
+	data := AppendState((*bp)[:0], st)
+	w := store.Write{ID: id, Expected: expected, Data: data, Deadline: st.NextDeadline()}
+	if len(res.Events) > 0 {
+		w.Events = make([]store.Event, len(res.Events))
+		for i := range res.Events {
+			w.Events[i] = store.Event{Lobby: id, Seq: res.Events[i].Revision, Data: AppendEvent(nil, &res.Events[i])}
+		}
+	}
+	err := s.st.Write(ctx, w)
+	*bp = data
+	bufPool.Put(bp)
+	return err
+}
+
+// committed runs after a commit, with the lobby's lock released: it logs
+// the decisions and wakes the relay and the sweeper when they have new work.
+func (s *Service) committed(id string, o outcome) {
+	if len(o.events) > 0 {
+		poke(s.relayPoke)
+		if s.log.Enabled(context.Background(), slog.LevelInfo) {
+			for _, ev := range o.events {
+				s.log.Info("lobby transition",
+					"lobby", id,
+					"old_revision", ev.Revision-1,
+					"revision", ev.Revision,
+					"reason", string(ev.Reason),
+					"player", s.Pseudonym(ev.Subject),
+					"host", s.Pseudonym(ev.Host),
+					"previous_host", s.Pseudonym(ev.PrevHost),
+					"at", ev.At)
+			}
+		}
+	}
+	if d := o.deadline; !d.IsZero() && d.UnixNano() < s.nextWakeNs.Load() {
+		poke(s.sweepPoke)
+	}
+}
