@@ -39,12 +39,17 @@ type Observation struct {
 	// Attempts is the number of compare-and-set attempts (1 without
 	// contention).
 	Attempts int
+	// At is the clock reading the final attempt judged the command at
+	// (the Machine raises it to the lobby's last transition time if that
+	// is later); zero if the command never reached the lobby.
+	At time.Time
 }
 
 // Observer is told about every command a Service handles, after the
-// outcome is final. It is called synchronously on the command's goroutine
-// and must be fast and safe for concurrent use; [Counters] is a ready-made
-// one.
+// outcome is final. It is called synchronously on the command's goroutine,
+// after the lobby is released (so it may call the Service, even about the
+// same lobby), and must be fast and safe for concurrent use; [Counters] is a
+// ready-made one.
 type Observer interface {
 	Observe(Observation)
 }

@@ -34,6 +34,7 @@ type outcome struct {
 	committed bool
 	events    []Event   // the events of every commit the transaction made
 	deadline  time.Time // the last committed lobby's next deadline
+	at        time.Time // the clock reading of the last attempt
 }
 
 // transact runs t on lobby id: validation, the lock, the compare-and-set
@@ -67,6 +68,7 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 			Err:       o.err,
 			Committed: o.committed,
 			Attempts:  o.attempts,
+			At:        o.at,
 		})
 	}
 	return o.res, o.err
@@ -106,7 +108,8 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			// that a refusal leaves the committed state untouched.
 			work = work.Clone()
 		}
-		res, err := s.m.applyChecked(work, t.cmd, s.clock.Now())
+		o.at = s.clock.Now()
+		res, err := s.m.applyChecked(work, t.cmd, o.at)
 		if err == nil && t.reclaim && len(work.Members) > 0 {
 			err = fmt.Errorf("%w: lobby %q has %d members", ErrNotEmpty, id, len(work.Members))
 		}

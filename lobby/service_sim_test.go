@@ -1,0 +1,840 @@
+package lobby
+
+// A deterministic simulation of several Services over one store.
+//
+// Every goroutine that runs a Service call is an actor, and only one actor
+// runs at a time: it holds the baton until it reaches a yield point (a store
+// call, a wait for a lobby's lock, a pause between compare-and-set
+// attempts), where it hands the baton back to the scheduler. The scheduler
+// then decides, from a seeded random source, what happens next: resume one
+// of the parked actors (in any order, which reorders goroutines), start a new
+// operation, move the clock, skew or jump one Service's clock, or kill a
+// Service and start a new one with an empty cache. A store call that an actor
+// resumes into may be failed before it happens, after it happened (the
+// ambiguous commit), or with a timeout. So one seed is one schedule, replayed
+// exactly by LOBBYHOST_SEED.
+//
+// The store records every commit with the command and time that made it.
+// The checks then replay that history through the pure Machine:
+//
+//   - every committed record is exactly what the Machine makes of the record
+//     before it, with exactly its events (DESIGN's invariants hold at every
+//     version, since the decoder validates them);
+//   - the outbox holds each committed revision once, with no gaps;
+//   - every command's result (applied, refused or no-op) is what the Machine
+//     says on the version it was judged on;
+//   - the published events are the committed ones, in order per lobby;
+//   - dropping every write made only by a sweeper, a snapshot or an expiry
+//     trigger changes no event, no command result and not the final state.
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/jonboulle/clockwork"
+
+	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/store/memstore"
+)
+
+// simNestedObserver: the Observer sometimes reads the lobby it observes.
+// LOBBYHOST_SIM_NESTED=0 turns that off, to hunt other defects on a
+// Service that deadlocks there.
+var simNestedObserver = os.Getenv("LOBBYHOST_SIM_NESTED") != "0"
+
+var simSchedules = flag.Int("lobby.sim", 200, "schedules TestSimulation runs (CI runs many more)")
+
+// errInjected is the failure the simulated store injects.
+var errInjected = errors.New("sim: injected store failure")
+
+// simWatchdog bounds how long the scheduler waits for an actor to yield;
+// an actor that never yields is stuck (a deadlock), which fails the test.
+const simWatchdog = 5 * time.Second
+
+func simSeed() (seed uint64, fixed bool) {
+	if s := os.Getenv("LOBBYHOST_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 0, 64)
+		if err == nil {
+			return v, true
+		}
+	}
+	return rand.Uint64(), false
+}
+
+// TestSimulation runs -lobby.sim random schedules (or the one named by
+// LOBBYHOST_SEED) and checks each as described at the top of this file.
+func TestSimulation(t *testing.T) {
+	base, fixed := simSeed()
+	n := *simSchedules
+	if fixed {
+		n = 1
+	}
+	t.Logf("simulation: %d schedules from seed %d (replay one with LOBBYHOST_SEED=<seed> go test -run TestSimulation ./lobby)", n, base)
+	for i := range n {
+		seed := base + uint64(i)
+		if err := runSimulation(seed); err != nil {
+			t.Fatalf("schedule with seed %d failed (replay: LOBBYHOST_SEED=%d go test -run 'TestSimulation$' ./lobby):\n%v", seed, seed, err)
+		}
+	}
+}
+
+// --- the scheduler ---
+
+type simActor struct {
+	id     int
+	svc    *simService
+	ctx    context.Context
+	cancel context.CancelFunc
+	resume chan struct{}
+	// cmds is the stack of commands whose transactions this actor runs:
+	// the operation's own, then any the Observer makes from inside it.
+	cmds []simCmd
+	op   *simOp
+	done bool
+	// where it is parked: a store call or a wait for a lobby's lock.
+	where string
+}
+
+type simCmd struct {
+	cmd Command
+	own bool // the operation's own command (not a nested Observer call)
+}
+
+type sim struct {
+	rng      *rand.Rand
+	base     *clockwork.FakeClock
+	store    *simStore
+	services []*simService
+	policy   Policy
+	actors   []*simActor // parked, in start order
+	current  *simActor
+	back     chan *simActor
+	nextID   int
+	faults   bool
+	ops      []*simOp
+	gens     map[[2]string][]uint64 // (lobby, player) → issued generations
+	stuck    error
+	// published events per lobby, in the order Publish got them.
+	pubMu     sync.Mutex
+	published map[string][]uint64
+	pubBad    error
+}
+
+// park hands the baton back to the scheduler and waits to be resumed.
+func (s *sim) park(a *simActor) {
+	s.back <- a
+	<-a.resume
+}
+
+// yield is the Service's test hook.
+func (s *sim) yield(ctx context.Context) error {
+	if a := s.current; a != nil {
+		a.where = "waiting for a lobby"
+		s.park(a)
+	}
+	return ctx.Err()
+}
+
+// run gives the baton to a and waits until it parks or finishes.
+func (s *sim) run(a *simActor) error {
+	s.current = a
+	a.resume <- struct{}{}
+	select {
+	case got := <-s.back:
+		if got != a {
+			return fmt.Errorf("actor %d yielded while actor %d ran", got.id, a.id)
+		}
+	case <-time.After(simWatchdog):
+		return fmt.Errorf("actor %d (%v) never yielded: a goroutine is stuck (deadlock?)", a.id, a.op.cmd.Op)
+	}
+	s.current = nil
+	if a.done {
+		s.actors = slices.DeleteFunc(s.actors, func(x *simActor) bool { return x == a })
+		if op := a.op; op.kind == "cmd" && op.cmd.Op == OpJoin && op.err == nil {
+			k := [2]string{op.lobby, op.cmd.Player}
+			s.gens[k] = append(s.gens[k], op.res.Gen)
+		}
+	}
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// --- the store ---
+
+// simCommit is one committed write or delete, as the store saw it.
+type simCommit struct {
+	lobby   string
+	version uint64 // the version after it
+	del     bool
+	floor   uint64
+	data    []byte
+	events  []store.Event
+	dl      time.Time
+	op      *simOp // the operation whose actor made it
+	cmd     Command
+	own     bool
+}
+
+type simStore struct {
+	inner   *memstore.Store
+	sim     *sim
+	commits []simCommit
+}
+
+// enter is the yield point at the start of every store call. It returns
+// the fault to inject: 0 none, 1 fail before, 2 fail after (ambiguous),
+// 3 time out before.
+func (st *simStore) enter(ctx context.Context) (int, error) {
+	s := st.sim
+	a := s.current
+	if a == nil {
+		return 0, ctx.Err()
+	}
+	a.where = "in a store call"
+	s.park(a)
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if !s.faults {
+		return 0, nil
+	}
+	switch r := s.rng.IntN(100); {
+	case r < 4:
+		return 1, nil
+	case r < 7:
+		return 2, nil
+	case r < 9:
+		return 3, nil
+	}
+	return 0, nil
+}
+
+func faultErr(f int) error {
+	if f == 3 {
+		return context.DeadlineExceeded
+	}
+	return errInjected
+}
+
+func (st *simStore) top() (*simOp, simCmd) {
+	a := st.sim.current
+	if a == nil || len(a.cmds) == 0 {
+		return nil, simCmd{cmd: Tick()}
+	}
+	return a.op, a.cmds[len(a.cmds)-1]
+}
+
+func (st *simStore) Load(ctx context.Context, id string) (store.Record, error) {
+	f, err := st.enter(ctx)
+	if err != nil {
+		return store.Record{}, err
+	}
+	if f == 1 || f == 3 {
+		return store.Record{}, faultErr(f)
+	}
+	rec, err := st.inner.Load(ctx, id)
+	if op, c := st.top(); op != nil && c.own && (err == nil || errors.Is(err, store.ErrNotFound)) {
+		op.judged = simJudged{ok: true, version: rec.Version, data: rec.Data, found: err == nil}
+	}
+	if f == 2 {
+		return store.Record{}, errInjected
+	}
+	return rec, err
+}
+
+func (st *simStore) Write(ctx context.Context, w store.Write) error {
+	f, err := st.enter(ctx)
+	if err != nil {
+		return err
+	}
+	if f == 1 || f == 3 {
+		return faultErr(f)
+	}
+	if err := st.inner.Write(ctx, w); err != nil {
+		return err
+	}
+	op, c := st.top()
+	cm := simCommit{lobby: w.ID, version: w.Expected + 1, data: slices.Clone(w.Data), dl: w.Deadline, op: op, cmd: c.cmd, own: c.own}
+	for _, e := range w.Events {
+		cm.events = append(cm.events, store.Event{Lobby: e.Lobby, Seq: e.Seq, Data: slices.Clone(e.Data)})
+	}
+	st.commits = append(st.commits, cm)
+	if op != nil && c.own {
+		op.writes = append(op.writes, len(st.commits)-1)
+	}
+	if f == 2 {
+		return errInjected
+	}
+	return nil
+}
+
+func (st *simStore) Delete(ctx context.Context, id string, expected, floor uint64) error {
+	f, err := st.enter(ctx)
+	if err != nil {
+		return err
+	}
+	if f == 1 || f == 3 {
+		return faultErr(f)
+	}
+	if err := st.inner.Delete(ctx, id, expected, floor); err != nil {
+		return err
+	}
+	op, c := st.top()
+	st.commits = append(st.commits, simCommit{lobby: id, version: expected, del: true, floor: floor, op: op, cmd: c.cmd})
+	if f == 2 {
+		return errInjected
+	}
+	return nil
+}
+
+func (st *simStore) Due(ctx context.Context, now time.Time, limit int) ([]store.Due, error) {
+	f, err := st.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f != 0 {
+		return nil, faultErr(f)
+	}
+	return st.inner.Due(ctx, now, limit)
+}
+
+func (st *simStore) Pending(ctx context.Context, limit int) ([]store.Event, error) {
+	f, err := st.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f != 0 {
+		return nil, faultErr(f)
+	}
+	return st.inner.Pending(ctx, limit)
+}
+
+func (st *simStore) Ack(ctx context.Context, events []store.Event) error {
+	f, err := st.enter(ctx)
+	if err != nil {
+		return err
+	}
+	if f == 1 || f == 3 {
+		return faultErr(f)
+	}
+	err = st.inner.Ack(ctx, events)
+	if f == 2 {
+		return errInjected
+	}
+	return err
+}
+
+// --- Services, clocks, observers ---
+
+// skewClock is the base clock shifted by an offset that the scheduler may
+// change at any time (a skewed or jumping system clock).
+type skewClock struct {
+	clockwork.Clock
+	offset atomic.Int64
+}
+
+func (c *skewClock) Now() time.Time                  { return c.Clock.Now().Add(time.Duration(c.offset.Load())) }
+func (c *skewClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+func (c *skewClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
+
+type simService struct {
+	idx   int
+	svc   *Service
+	clock *skewClock
+	dead  bool
+	kill  context.CancelFunc
+	ctx   context.Context
+}
+
+type simObserver struct{ s *sim }
+
+func (o simObserver) Observe(obs Observation) {
+	s := o.s
+	a := s.current
+	if a == nil || len(a.cmds) == 0 {
+		return
+	}
+	top := a.cmds[len(a.cmds)-1]
+	if top.own {
+		a.op.obs = obs
+		a.op.observed = true
+		a.op.judgedAtObserve = a.op.judged
+	}
+	// Sometimes read the same lobby from inside the Observer, as a metrics
+	// exporter might: it must not deadlock.
+	if top.own && simNestedObserver && s.rng.IntN(8) == 0 && !a.svc.dead {
+		a.cmds = append(a.cmds, simCmd{cmd: Tick()})
+		_, _ = a.svc.svc.Snapshot(a.ctx, obs.Lobby)
+		a.cmds = a.cmds[:len(a.cmds)-1]
+	}
+}
+
+type simPublisher struct{ s *sim }
+
+func (p simPublisher) Publish(ctx context.Context, events []Event) error {
+	s := p.s
+	if s.faults && s.rng.IntN(10) == 0 {
+		return errors.New("sim: publisher down")
+	}
+	s.pubMu.Lock()
+	defer s.pubMu.Unlock()
+	last := map[string]uint64{}
+	for _, e := range events {
+		if r, ok := last[e.Lobby]; ok && e.Revision <= r && s.pubBad == nil {
+			s.pubBad = fmt.Errorf("one Publish call has lobby %s revision %d after %d", e.Lobby, e.Revision, r)
+		}
+		last[e.Lobby] = e.Revision
+		s.published[e.Lobby] = append(s.published[e.Lobby], e.Revision)
+	}
+	return nil
+}
+
+func (s *sim) newService(idx int) *simService {
+	ss := &simService{idx: idx, clock: &skewClock{Clock: s.base}}
+	ss.ctx, ss.kill = context.WithCancel(context.Background())
+	opts := []Option{WithClock(ss.clock), WithPolicy(s.policy), WithObserver(simObserver{s}), WithPublisher(simPublisher{s})}
+	switch s.rng.IntN(3) {
+	case 1:
+		opts = append(opts, WithoutCache())
+	case 2:
+		opts = append(opts, WithCache(2, time.Second))
+	}
+	svc, err := NewService(s.store, opts...)
+	if err != nil {
+		panic(err)
+	}
+	svc.hooks = &testHooks{yield: s.yield}
+	ss.svc = svc
+	return ss
+}
+
+// --- operations ---
+
+type simJudged struct {
+	ok      bool
+	version uint64
+	found   bool
+	data    []byte
+}
+
+type simOp struct {
+	kind   string // "cmd", "snapshot", "reclaim", "sweep", "relay"
+	lobby  string
+	cmd    Command
+	svc    int
+	res    Result
+	err    error
+	writes []int // own commits, by index
+	judged simJudged
+	// What the Observer saw of the operation's own transaction.
+	observed        bool
+	obs             Observation
+	judgedAtObserve simJudged
+}
+
+var simLobbies = []string{"room1", "room12"}
+var simPlayers = []string{"p0", "p1", "p2", "p3"}
+
+func (s *sim) drawOp() *simOp {
+	ss := s.services[s.rng.IntN(len(s.services))]
+	op := &simOp{svc: ss.idx, lobby: simLobbies[s.rng.IntN(len(simLobbies))], kind: "cmd"}
+	p := simPlayers[s.rng.IntN(len(simPlayers))]
+	gen := func() uint64 {
+		gs := s.gens[[2]string{op.lobby, p}]
+		if len(gs) == 0 || s.rng.IntN(8) == 0 {
+			return uint64(1000 + s.rng.IntN(5))
+		}
+		return gs[s.rng.IntN(len(gs))]
+	}
+	switch r := s.rng.IntN(100); {
+	case r < 22:
+		var attrs map[string]string
+		if s.rng.IntN(4) == 0 {
+			attrs = map[string]string{"role": []string{"player", "spectator"}[s.rng.IntN(2)]}
+		}
+		op.cmd = Join(p, attrs)
+	case r < 36:
+		op.cmd = Heartbeat(p, gen())
+	case r < 50:
+		op.cmd = Disconnect(p, gen())
+	case r < 55:
+		op.cmd = ExpireLease(p, gen(), s.base.Now())
+	case r < 60:
+		op.cmd = Leave(p)
+	case r < 67:
+		op.cmd = TransferHost(p, simPlayers[s.rng.IntN(len(simPlayers))])
+	case r < 74:
+		op.kind, op.cmd = "snapshot", Tick()
+	case r < 80:
+		op.kind, op.cmd = "reclaim", Tick()
+	case r < 92:
+		op.kind, op.cmd = "sweep", Tick()
+	default:
+		op.kind, op.cmd = "relay", Tick()
+	}
+	return op
+}
+
+func (s *sim) start(op *simOp) error {
+	ss := s.services[op.svc]
+	a := &simActor{id: s.nextID, svc: ss, resume: make(chan struct{}), op: op}
+	s.nextID++
+	a.ctx, a.cancel = context.WithCancel(ss.ctx)
+	a.cmds = []simCmd{{cmd: op.cmd, own: op.kind == "cmd"}}
+	if op.kind == "snapshot" || op.kind == "reclaim" {
+		a.cmds[0].own = true
+	}
+	s.ops = append(s.ops, op)
+	s.actors = append(s.actors, a)
+	go func() {
+		<-a.resume
+		svc := ss.svc
+		switch op.kind {
+		case "cmd":
+			op.res, op.err = svc.Do(a.ctx, op.lobby, op.cmd)
+		case "snapshot":
+			_, op.err = svc.Snapshot(a.ctx, op.lobby)
+		case "reclaim":
+			op.err = svc.Reclaim(a.ctx, op.lobby)
+		case "sweep":
+			_, op.err = svc.Sweep(a.ctx)
+		case "relay":
+			_, op.err = svc.Relay(a.ctx)
+		}
+		a.cancel()
+		a.done = true
+		s.back <- a
+	}()
+	return s.run(a)
+}
+
+// --- one schedule ---
+
+func runSimulation(seed uint64) error {
+	_, err := runSimForStats(seed)
+	return err
+}
+
+func runSimForStats(seed uint64) (*sim, error) {
+	s := &sim{
+		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		base:      clockwork.NewFakeClockAt(t0),
+		back:      make(chan *simActor),
+		gens:      map[[2]string][]uint64{},
+		published: map[string][]uint64{},
+	}
+	s.store = &simStore{inner: memstore.New(), sim: s}
+	p := DefaultPolicy()
+	p.Grace = []time.Duration{time.Second, 3 * time.Second}[s.rng.IntN(2)]
+	p.HeartbeatTTL = []time.Duration{0, 2 * time.Second, 5 * time.Second}[s.rng.IntN(3)]
+	p.MaxMembers = []int{0, 0, 3}[s.rng.IntN(3)]
+	p.MaxConnectionsPerPlayer = []int{0, 0, 1, 2}[s.rng.IntN(4)]
+	s.policy = p
+	for i := range 1 + s.rng.IntN(3) {
+		s.services = append(s.services, s.newService(i))
+	}
+	s.faults = s.rng.IntN(4) != 0
+	steps := 20 + s.rng.IntN(60)
+	for range steps {
+		if err := s.step(); err != nil {
+			return s, err
+		}
+	}
+	// Let every parked actor finish, without new operations.
+	for n := 0; len(s.actors) > 0; n++ {
+		if n > 20000 {
+			var stuck []string
+			for _, a := range s.actors {
+				stuck = append(stuck, fmt.Sprintf("actor %d (%s %v on %s) %s", a.id, a.op.kind, a.op.cmd.Op, a.op.lobby, a.where))
+			}
+			return s, fmt.Errorf("deadlock: after 20000 turns these actors still have not finished: %v", stuck)
+		}
+		if err := s.run(s.actors[s.rng.IntN(len(s.actors))]); err != nil {
+			return s, err
+		}
+	}
+	s.faults = false
+	return s, s.check()
+}
+
+func (s *sim) step() error {
+	switch r := s.rng.IntN(100); {
+	case r < 35 && len(s.actors) > 0:
+		return s.run(s.actors[s.rng.IntN(len(s.actors))])
+	case r < 70 || len(s.actors) == 0:
+		if len(s.actors) >= 4 {
+			return s.run(s.actors[s.rng.IntN(len(s.actors))])
+		}
+		op := s.drawOp()
+		if err := s.start(op); err != nil {
+			return err
+		}
+		return nil
+	case r < 90:
+		s.base.Advance([]time.Duration{time.Millisecond, 300 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}[s.rng.IntN(5)])
+	case r < 96:
+		// A Service's clock is skewed or jumps, forward or back.
+		ss := s.services[s.rng.IntN(len(s.services))]
+		ss.clock.offset.Store(int64(time.Duration(s.rng.IntN(5)-2) * 700 * time.Millisecond))
+	default:
+		// A Service dies (its operations in flight fail at their next
+		// step) and a new one takes its place with an empty cache.
+		i := s.rng.IntN(len(s.services))
+		s.services[i].dead = true
+		s.services[i].kill()
+		s.services[i] = s.newService(i)
+	}
+	return nil
+}
+
+// --- the checks ---
+
+var simCmp = cmp.Options{cmpopts.EquateEmpty()}
+
+func (s *sim) check() error {
+	if s.pubBad != nil {
+		return s.pubBad
+	}
+	m, err := NewMachine(s.policy)
+	if err != nil {
+		return err
+	}
+	// Replay each lobby's commits through the Machine.
+	finals := map[string]*simReplayed{}
+	for _, id := range simLobbies {
+		r := &simReplayed{state: NewState(id, 0)}
+		finals[id] = r
+		var lastSeq uint64
+		for ci := range s.store.commits {
+			c := &s.store.commits[ci]
+			if c.lobby != id {
+				continue
+			}
+			if c.del {
+				if len(r.state.Members) > 0 {
+					return fmt.Errorf("lobby %s: record deleted at version %d with members %v", id, c.version, r.state.View())
+				}
+				if c.floor < r.state.Floor() || c.floor <= c.version {
+					return fmt.Errorf("lobby %s: delete floor %d below the lobby's floor %d or version %d", id, c.floor, r.state.Floor(), c.version)
+				}
+				r.steps = append(r.steps, simStep{commit: c, at: r.state.Updated})
+				r.state = NewState(id, c.floor)
+				continue
+			}
+			next, err := DecodeState(c.data)
+			if err != nil {
+				return fmt.Errorf("lobby %s version %d: %v", id, c.version, err)
+			}
+			at := next.Updated
+			if c.own && c.op != nil && c.op.observed && c.op.writes[len(c.op.writes)-1] == ci {
+				at = c.op.obs.At
+			}
+			want := r.state.Clone()
+			res, err := m.Apply(want, c.cmd, at)
+			if err != nil || !res.Changed {
+				return fmt.Errorf("lobby %s version %d: replaying %v at %v: %v, changed %v; but it was committed", id, c.version, c.cmd.Op, at, err, res.Changed)
+			}
+			if diff := cmp.Diff(want, next, simCmp); diff != "" {
+				return fmt.Errorf("lobby %s version %d (%v at %v): committed record differs from the Machine's (-machine +stored):\n%s", id, c.version, c.cmd.Op, at, diff)
+			}
+			if !c.dl.Equal(next.NextDeadline()) {
+				return fmt.Errorf("lobby %s version %d: stored deadline %v, the record's next deadline %v", id, c.version, c.dl, next.NextDeadline())
+			}
+			var got []Event
+			for _, e := range c.events {
+				ev, err := DecodeEvent(e.Data)
+				if err != nil {
+					return err
+				}
+				if e.Seq != ev.Revision || e.Seq <= lastSeq || (lastSeq != 0 && e.Seq != lastSeq+1 && e.Seq <= r.state.Revision) {
+					return fmt.Errorf("lobby %s: outbox revision %d after %d", id, e.Seq, lastSeq)
+				}
+				lastSeq = e.Seq
+				got = append(got, ev)
+			}
+			if diff := cmp.Diff(res.Events, got, simCmp); diff != "" {
+				return fmt.Errorf("lobby %s version %d (%v at %v): outbox events differ from the Machine's (-machine +outbox):\n%s", id, c.version, c.cmd.Op, at, diff)
+			}
+			if c.own && c.op != nil && c.op.err == nil && c.op.kind == "cmd" && c.op.writes[len(c.op.writes)-1] == ci {
+				if diff := cmp.Diff(res, c.op.res, simCmp); diff != "" {
+					return fmt.Errorf("lobby %s: %v's result differs from the Machine's on the version it wrote (-machine +service):\n%s", id, c.cmd.Op, diff)
+				}
+			}
+			r.events = append(r.events, got...)
+			r.steps = append(r.steps, simStep{commit: c, at: later(at, r.state.Updated), res: res})
+			r.state = next
+		}
+	}
+	// Every revision in the outbox appears once per incarnation (checked
+	// above); results of commands that wrote nothing agree with the Machine
+	// on the version they were judged on.
+	for _, op := range s.ops {
+		if op.kind != "cmd" || len(op.writes) > 0 || !op.observed {
+			continue
+		}
+		if op.err != nil && !IsRefusal(op.err) {
+			continue
+		}
+		j := op.judgedAtObserve
+		if !j.ok {
+			return fmt.Errorf("%v on %s returned %v without reading the lobby", op.cmd.Op, op.lobby, op.err)
+		}
+		st, err := s.stateAt(op.lobby, j)
+		if err != nil {
+			return err
+		}
+		res, err := m.Apply(st, op.cmd, op.obs.At)
+		if (err == nil) != (op.err == nil) || (err != nil && !errors.Is(op.err, errors.Unwrap(err))) && !sameRefusal(err, op.err) {
+			return fmt.Errorf("%v on %s at version %d: Machine says %v, Service said %v", op.cmd.Op, op.lobby, j.version, err, op.err)
+		}
+		if err == nil {
+			if res.Changed {
+				return fmt.Errorf("%v on %s at version %d changes the lobby, but the Service wrote nothing (result %+v)", op.cmd.Op, op.lobby, j.version, op.res)
+			}
+			if diff := cmp.Diff(res, op.res, simCmp); diff != "" {
+				return fmt.Errorf("%v on %s at version %d: result differs from the Machine's (-machine +service):\n%s", op.cmd.Op, op.lobby, j.version, diff)
+			}
+		}
+	}
+	// Everything committed was published, nothing else.
+	for _, id := range simLobbies {
+		if err := s.drainRelay(); err != nil {
+			return err
+		}
+		var want []uint64
+		for _, e := range finals[id].events {
+			want = append(want, e.Revision)
+		}
+		got := slices.Clone(s.published[id])
+		slices.Sort(got)
+		got = slices.Compact(got)
+		if !slices.Equal(want, got) {
+			return fmt.Errorf("lobby %s: committed revisions %v, published %v", id, want, got)
+		}
+	}
+	return s.checkSweeperIndependence(m, finals)
+}
+
+func sameRefusal(a, b error) bool {
+	for _, r := range refusals {
+		if errors.Is(a, r) && errors.Is(b, r) {
+			return true
+		}
+	}
+	return false
+}
+
+// stateAt rebuilds the lobby as stored at a version a command read.
+func (s *sim) stateAt(id string, j simJudged) (*State, error) {
+	if !j.found {
+		return NewState(id, j.version), nil
+	}
+	return DecodeState(j.data)
+}
+
+func (s *sim) drainRelay() error {
+	ss := s.newService(len(s.services))
+	for range 1000 {
+		n, err := ss.svc.Relay(context.Background())
+		if err != nil {
+			return fmt.Errorf("final relay: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+	}
+	return errors.New("final relay never drained the outbox")
+}
+
+// simReplayed is one lobby's committed history, replayed.
+type simReplayed struct {
+	events []Event
+	state  *State
+	steps  []simStep
+}
+
+type simStep struct {
+	commit *simCommit
+	at     time.Time // the effective time of the transition
+	res    Result
+}
+
+// checkSweeperIndependence replays every lobby's history without the
+// writes that only a sweeper, a snapshot or an expiry trigger made, each
+// command at the time it took effect: the events, the commands' results and
+// the final state must not change.
+func (s *sim) checkSweeperIndependence(m *Machine, finals map[string]*simReplayed) error {
+	for id, r := range finals {
+		end := t0.Add(24 * time.Hour)
+		actual := r.state.Clone()
+		tail, err := m.Apply(actual, Tick(), end)
+		if err != nil {
+			return err
+		}
+		wantEvents := append(slices.Clone(r.events), tail.Events...)
+
+		st := NewState(id, 0)
+		var events []Event
+		for _, step := range r.steps {
+			c := step.commit
+			switch {
+			case c.del:
+				res, err := m.Apply(st, Tick(), step.at)
+				if err != nil {
+					return err
+				}
+				events = append(events, res.Events...)
+				if len(st.Members) > 0 {
+					return fmt.Errorf("lobby %s without sweeper writes: members %v at the delete", id, st.View())
+				}
+				st = NewState(id, c.floor)
+			case c.cmd.Op == OpTick || c.cmd.Op == OpExpireLease:
+				// A sweeper's, a snapshot's or a trigger's write: dropped.
+			default:
+				res, err := m.Apply(st, c.cmd, step.at)
+				if err != nil {
+					return fmt.Errorf("lobby %s without sweeper writes: %v at %v: %v", id, c.cmd.Op, step.at, err)
+				}
+				events = append(events, res.Events...)
+				type key struct {
+					Outcome      Outcome
+					Gen, JoinSeq uint64
+					Revision     uint64
+				}
+				if a, b := (key{res.Outcome, res.Gen, res.JoinSeq, res.Revision}), (key{step.res.Outcome, step.res.Gen, step.res.JoinSeq, step.res.Revision}); a != b {
+					return fmt.Errorf("lobby %s: %v at %v: result %+v without sweeper writes, %+v with them", id, c.cmd.Op, step.at, a, b)
+				}
+			}
+		}
+		tail, err = m.Apply(st, Tick(), end)
+		if err != nil {
+			return err
+		}
+		events = append(events, tail.Events...)
+		if diff := cmp.Diff(wantEvents, events, simCmp); diff != "" {
+			return fmt.Errorf("lobby %s: events depend on sweeper timing (-as committed +without sweeper writes):\n%s", id, diff)
+		}
+		if diff := cmp.Diff(actual, st, simCmp); diff != "" {
+			return fmt.Errorf("lobby %s: final state depends on sweeper timing (-as committed +without sweeper writes):\n%s", id, diff)
+		}
+	}
+	return nil
+}
