@@ -39,6 +39,7 @@ type tableShard struct {
 // slot is one lobby in the table.
 type slot struct {
 	id string
+	sh *tableShard
 	// sem holds one token while a transaction owns the lobby.
 	sem chan struct{}
 
@@ -76,7 +77,7 @@ func (t *lobbyTable) acquire(ctx context.Context, id string, yield func(context.
 	sh.mu.Lock()
 	sl := sh.slots[id]
 	if sl == nil {
-		sl = &slot{id: id, sem: make(chan struct{}, 1)}
+		sl = &slot{id: id, sh: sh, sem: make(chan struct{}, 1)}
 		sh.slots[id] = sl
 	}
 	sl.refs++
@@ -118,7 +119,7 @@ func (t *lobbyTable) release(sl *slot, keep bool, now time.Time) {
 	if !keep {
 		sl.state = nil
 	}
-	sh := t.shard(sl.id)
+	sh := sl.sh
 	sh.mu.Lock()
 	sl.refs--
 	<-sl.sem

@@ -55,7 +55,7 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 		o = s.attempts(ctx, id, sl, t)
 		// Keep a committed lobby that has members; unknown, empty and
 		// reclaimed lobbies are not worth memory.
-		s.lobbies.release(sl, !t.reclaim && sl.state != nil && len(sl.state.Members) > 0, s.clock.Now())
+		s.lobbies.release(sl, !t.reclaim && sl.state != nil && len(sl.state.Members) > 0, o.at)
 	}
 	if o.committed {
 		s.committed(id, o)
