@@ -212,8 +212,16 @@ func cloneRefMembers(in map[string]*refMember) map[string]*refMember {
 // to after.
 func checkInvariants(t *rapid.T, m *Machine, before, after *State, cmd Command, res Result, now time.Time) {
 	t.Helper()
+	if err := invariantErr(m, before, after, cmd, res, now); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// invariantErr reports the first of DESIGN's invariants that the transition
+// from before to after (by cmd at now, with result res) breaks.
+func invariantErr(m *Machine, before, after *State, cmd Command, res Result, now time.Time) error {
 	if err := after.Validate(); err != nil {
-		t.Fatalf("%v: %v", cmd.Op, err)
+		return fmt.Errorf("%v: %v", cmd.Op, err)
 	}
 	if now.Before(before.Updated) {
 		now = before.Updated
@@ -223,18 +231,18 @@ func checkInvariants(t *rapid.T, m *Machine, before, after *State, cmd Command, 
 	for _, mem := range after.Members {
 		for _, c := range mem.Conns {
 			if !c.Deadline.IsZero() && !now.Before(c.Deadline) {
-				t.Fatalf("%v: %s holds generation %d past its deadline %v at %v", cmd.Op, mem.Player, c.Gen, c.Deadline, now)
+				return fmt.Errorf("%v: %s holds generation %d past its deadline %v at %v", cmd.Op, mem.Player, c.Gen, c.Deadline, now)
 			}
 		}
 		if mem.Status() == StatusReconnecting && !now.Before(mem.ReconnectBy) {
-			t.Fatalf("%v: %s listed past its reconnect deadline", cmd.Op, mem.Player)
+			return fmt.Errorf("%v: %s listed past its reconnect deadline", cmd.Op, mem.Player)
 		}
 	}
 	// 2. The host, if any, is a member (Validate) — and every event's host
 	// is a member of that event's view.
 	for _, e := range res.Events {
 		if e.Host != "" && !slices.ContainsFunc(e.Members, func(v MemberView) bool { return v.Player == e.Host }) {
-			t.Fatalf("event %d: host %q not in its member view", e.Revision, e.Host)
+			return fmt.Errorf("event %d: host %q not in its member view", e.Revision, e.Host)
 		}
 	}
 	// 3. An empty host seat means nobody is eligible.
@@ -242,7 +250,7 @@ func checkInvariants(t *rapid.T, m *Machine, before, after *State, cmd Command, 
 		for i := range after.Members {
 			mem := &after.Members[i]
 			if mem.liveAt(now) && m.p.Succession.IsEligible(mem.candidate()) {
-				t.Fatalf("%v: no host while %s is eligible", cmd.Op, mem.Player)
+				return fmt.Errorf("%v: no host while %s is eligible", cmd.Op, mem.Player)
 			}
 		}
 	}
@@ -251,36 +259,37 @@ func checkInvariants(t *rapid.T, m *Machine, before, after *State, cmd Command, 
 	prevHost, prevView := before.Host, before.View()
 	for _, e := range res.Events {
 		if e.Host == prevHost && cmp.Equal(e.Members, prevView, cmpState) {
-			t.Fatalf("event %d (%s) changes nothing visible", e.Revision, e.Reason)
+			return fmt.Errorf("event %d (%s) changes nothing visible", e.Revision, e.Reason)
 		}
 		if e.PrevHost != prevHost {
-			t.Fatalf("event %d: previous host %q, want %q", e.Revision, e.PrevHost, prevHost)
+			return fmt.Errorf("event %d: previous host %q, want %q", e.Revision, e.PrevHost, prevHost)
 		}
 		prevHost, prevView = e.Host, e.Members
 	}
 	if after.Host != prevHost || !cmp.Equal(after.View(), prevView, cmpState) {
-		t.Fatalf("%v: a visible change without an event", cmd.Op)
+		return fmt.Errorf("%v: a visible change without an event", cmd.Op)
 	}
 	if after.Revision != before.Revision+uint64(len(res.Events)) {
-		t.Fatalf("%v: revision %d → %d with %d events", cmd.Op, before.Revision, after.Revision, len(res.Events))
+		return fmt.Errorf("%v: revision %d → %d with %d events", cmd.Op, before.Revision, after.Revision, len(res.Events))
 	}
 	// Joins allocate consecutively.
 	if cmd.Op == OpJoin && (res.Gen != before.NextGen || after.NextGen != before.NextGen+1) {
-		t.Fatalf("join: generation %d (next %d→%d)", res.Gen, before.NextGen, after.NextGen)
+		return fmt.Errorf("join: generation %d (next %d→%d)", res.Gen, before.NextGen, after.NextGen)
 	}
 	if cmd.Op != OpJoin && after.NextGen != before.NextGen {
-		t.Fatalf("%v allocated a generation", cmd.Op)
+		return fmt.Errorf("%v allocated a generation", cmd.Op)
 	}
 	// A stale report changes nothing beyond the catch-up.
 	if res.Outcome == OutcomeStale {
 		caught := before.Clone()
 		if _, err := m.Apply(caught, Tick(), now); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if diff := cmp.Diff(caught, after, cmpState); diff != "" {
-			t.Fatalf("stale %v changed more than the catch-up:\n%s", cmd.Op, diff)
+			return fmt.Errorf("stale %v changed more than the catch-up:\n%s", cmd.Op, diff)
 		}
 	}
+	return nil
 }
 
 // checkReplay applies cmd again at the same time: nothing may change. (A

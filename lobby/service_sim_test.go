@@ -655,6 +655,9 @@ func (s *sim) check() error {
 			if diff := cmp.Diff(want, next, simCmp); diff != "" {
 				return fmt.Errorf("lobby %s version %d (%v at %v): committed record differs from the Machine's (-machine +stored):\n%s", id, c.version, c.cmd.Op, at, diff)
 			}
+			if err := invariantErr(m, r.state, next, c.cmd, res, at); err != nil {
+				return fmt.Errorf("lobby %s version %d: %w", id, c.version, err)
+			}
 			if !c.dl.Equal(next.NextDeadline()) {
 				return fmt.Errorf("lobby %s version %d: stored deadline %v, the record's next deadline %v", id, c.version, c.dl, next.NextDeadline())
 			}
