@@ -123,6 +123,7 @@ type sim struct {
 	back     chan *simActor
 	nextID   int
 	faults   bool
+	claims   bool // the store offers Claim
 	ops      []*simOp
 	gens     map[[2]string][]uint64 // (lobby, player) → issued generations
 	stuck    error
@@ -316,6 +317,25 @@ func (st *simStore) Due(ctx context.Context, now time.Time, limit int) ([]store.
 	return st.inner.Due(ctx, now, limit)
 }
 
+// simClaimStore is simStore with the Claimer capability, so sweepers
+// divide due lobbies among themselves.
+type simClaimStore struct{ *simStore }
+
+func (st simClaimStore) Claim(ctx context.Context, now time.Time, limit int, hold time.Duration) ([]store.Due, error) {
+	f, err := st.enter(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if f == 1 || f == 3 {
+		return nil, faultErr(f)
+	}
+	due, err := st.inner.Claim(ctx, now, limit, hold)
+	if f == 2 {
+		return nil, errInjected
+	}
+	return due, err
+}
+
 func (st *simStore) Pending(ctx context.Context, limit int) ([]store.Event, error) {
 	f, err := st.enter(ctx)
 	if err != nil {
@@ -417,7 +437,11 @@ func (s *sim) newService(idx int) *simService {
 	case 2:
 		opts = append(opts, WithCache(2, time.Second))
 	}
-	svc, err := NewService(s.store, opts...)
+	var st store.Store = s.store
+	if s.claims {
+		st = simClaimStore{s.store}
+	}
+	svc, err := NewService(st, opts...)
 	if err != nil {
 		panic(err)
 	}
@@ -548,6 +572,7 @@ func runSimForStats(seed uint64) (*sim, error) {
 	p.MaxMembers = []int{0, 0, 3}[s.rng.IntN(3)]
 	p.MaxConnectionsPerPlayer = []int{0, 0, 1, 2}[s.rng.IntN(4)]
 	s.policy = p
+	s.claims = s.rng.IntN(2) == 0
 	for i := range 1 + s.rng.IntN(3) {
 		s.services = append(s.services, s.newService(i))
 	}
