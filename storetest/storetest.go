@@ -101,13 +101,19 @@ var checks = []check{
 	{"DueOrder", onStore(checkDueOrder)},
 	{"DueMoves", onStore(checkDueMoves)},
 	{"LargeRecord", onStore(checkLargeRecord)},
+	{"MaxWrite", onStore(checkMaxWrite)},
+	{"ManyEvents", onStore(checkManyEvents)},
 	{"ManyLobbies", onStore(checkManyLobbies)},
 	{"OpaqueIDs", onStore(checkOpaqueIDs)},
+	{"DigitIDs", onStore(checkDigitIDs)},
+	{"IDLimits", onStore(checkIDLimits)},
 	{"ConcurrentWriters", onStore(checkConcurrentWriters)},
+	{"ConcurrentReaders", onStore(checkConcurrentReaders)},
 	{"Linearizable", onStore(checkLinearizable)},
 	{"Model", checkModel},
 	{"Claim", onStore(checkClaim)},
 	{"Notify", onStore(checkNotify)},
+	{"NotifyAfterCommit", onStore(checkNotifyAfterCommit)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each
