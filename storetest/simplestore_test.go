@@ -149,6 +149,8 @@ var (
 	recordBeforeEvents = flaw{"record-before-events", "OutboxAtomic"}
 	// Pending returns the events grouped by lobby.
 	pendingByLobby = flaw{"pending-grouped-by-lobby", "OutboxOrder"}
+	// Pending takes a limit of 0 as "no limit".
+	pendingZeroLimit = flaw{"pending-accepts-zero-limit", "Invalid"}
 	// Pending removes what it returns (a queue, not an outbox).
 	pendingDrains = flaw{"pending-drains", "OutboxRedelivery"}
 	// Ack stops at the first event it does not know.
@@ -169,6 +171,8 @@ var (
 	claimsByWallClock = flaw{"claims-by-wall-clock", "Claim"}
 	// Claim returns its lobbies in reverse order.
 	claimReversed = flaw{"claim-reversed", "Claim"}
+	// A Write leaves the lobby's claim in place.
+	writeKeepsClaim = flaw{"write-keeps-claim", "Claim"}
 	// Claim takes a hold of 0 (a claim that holds nothing).
 	claimZeroHold = flaw{"claim-zero-hold", "Invalid"}
 	// Notify channels never receive anything.
@@ -187,9 +191,9 @@ var flaws = []flaw{
 	aliasesData, appendsIntoCallerData, sortsCallerEvents, ackSortsEvents, ackAppliedLazily, pendingSharesBuffer,
 	dueByID, dueTiesUnsorted, dueExclusive, duePops, dueCapped, dueKeepsCleared, deleteKeepsDeadline, dueSeparateStep,
 	forgetsFloor, floorIgnoresExpected, deleteIgnoresVersion, deleteMissingSetsFloor, deleteDropsOutbox,
-	eventsOnConflict, eventsBeforeRecord, recordBeforeEvents, pendingByLobby, pendingDrains, ackStopsAtUnknown,
+	eventsOnConflict, eventsBeforeRecord, recordBeforeEvents, pendingByLobby, pendingZeroLimit, pendingDrains, ackStopsAtUnknown,
 	ignoresContext, contextAfterWrite,
-	claimsNotHeld, claimsByWallClock, claimReversed, claimZeroHold, notifySilent, notifyNeverCloses, notifyBeforeCommit,
+	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold, notifySilent, notifyNeverCloses, notifyBeforeCommit,
 }
 
 var (
@@ -449,7 +453,9 @@ func (s *simpleStore) commit(k string, rec store.Record, events []store.Event) {
 	s.floors[k] = rec.Version
 	s.setIndex(k, store.Due{ID: rec.ID, Deadline: rec.Deadline})
 	s.outbox = append(s.outbox, events...)
-	delete(s.claims, k)
+	if s.flaw != writeKeepsClaim {
+		delete(s.claims, k)
+	}
 	if s.flaw != staleReplica {
 		s.replica[k] = copyRecord(rec)
 	}
@@ -581,8 +587,11 @@ func (s *simpleStore) Pending(ctx context.Context, limit int) ([]store.Event, er
 	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
-	if limit <= 0 {
+	if limit < 0 || (limit == 0 && s.flaw != pendingZeroLimit) {
 		return nil, store.ErrInvalid
+	}
+	if limit == 0 {
+		limit = 1 << 30
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
