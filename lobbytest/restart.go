@@ -347,6 +347,9 @@ func (h *restartHarness) killAndCheckDown(probe probeLobby) {
 		}},
 	}
 	var wg sync.WaitGroup
+	// Wait for the calls even if waitFor below fails the test: they report
+	// through h.t, which must outlive them.
+	defer wg.Wait()
 	for i, c := range calls {
 		wg.Add(1)
 		f := func() {
@@ -377,7 +380,6 @@ func (h *restartHarness) killAndCheckDown(probe probeLobby) {
 	h.waitFor("a failed command per lobby while the server is down", func(c *trafficClient, i int) bool {
 		return c.failedSince(downFrom[i])
 	})
-	wg.Wait()
 }
 
 func (h *restartHarness) restart() {
