@@ -24,6 +24,21 @@
 // calls [Store.Pending] and, once it has published them, [Store.Ack]. Delivery
 // is at least once: an event stays pending until acknowledged, and events of
 // one lobby come back in the order they were written.
+//
+// # Sizes and IDs
+//
+// Every store handles lobby IDs of 1 to [MaxIDLen] bytes of valid UTF-8, NUL
+// included, as opaque bytes: two IDs are the same lobby only if they are
+// equal byte for byte, whatever their case, normalisation or shared
+// prefixes, and no ID is cut, folded or re-encoded. Other non-empty IDs (too
+// long, invalid UTF-8) a store may refuse with ErrInvalid, writing nothing;
+// if it accepts one, the same rules hold for it.
+//
+// Every store accepts a Write carrying up to [MaxWriteEvents] events whose
+// Data, together with the record's Data, total up to [MaxWriteBytes] bytes,
+// and stores all of it: no record or event is cut short and no event is
+// dropped. A larger Write it may refuse with ErrInvalid, writing nothing, but
+// it never stores a part of one.
 package store
 
 import (
@@ -32,6 +47,18 @@ import (
 	"fmt"
 	"math"
 	"time"
+)
+
+// Limits every Store must accept (see "Sizes and IDs" above). They are floors
+// for stores, not ceilings: a store may accept more.
+const (
+	// MaxIDLen is the longest lobby ID in bytes every store handles.
+	MaxIDLen = 128
+	// MaxWriteBytes bounds len(Write.Data) plus the len(Data) of every
+	// event of the Write.
+	MaxWriteBytes = 8 << 20
+	// MaxWriteEvents bounds len(Write.Events).
+	MaxWriteEvents = 1024
 )
 
 // Sentinel errors. Implementations return them (possibly wrapped, so compare
@@ -121,7 +148,16 @@ type Due struct {
 // Store persists lobbies. Implementations must be safe for concurrent use by
 // many goroutines (and, for shared stores, many processes), and must never
 // retain or modify a slice passed to or returned from a method: the caller
-// owns what it passes and what it gets back.
+// owns what it passes and what it gets back. That covers the bytes between a
+// slice's length and its capacity (a store must not append into a caller's
+// buffer), the elements and order of an []Event passed in (Write.Events,
+// Ack's events), and every Data returned, which shares no memory with the
+// store or with any other slice returned, up to its capacity.
+//
+// Every method is atomic and linearizable: it takes effect at one instant
+// between its call and its return, so a reader never sees a version older
+// than one a call that returned before it saw, and never sees part of a
+// Write or a Delete.
 //
 // Every method first honours its context: if ctx is already done it returns
 // ctx.Err() and writes nothing.
@@ -139,8 +175,14 @@ type Store interface {
 	// deadline in the due index and the events in the outbox, all or none.
 	// The new version is w.Expected+1.
 	//
+	// No reader sees one part of the write without the others: once a Load
+	// shows the new version, Due shows the new deadline and Pending the
+	// events (until a later Write, Delete or Ack changes them), and once Due
+	// or Pending shows them, Load shows at least the new version.
+	//
 	// It returns ErrConflict if the version differs, ErrInvalid if w.ID is
-	// empty or an event names another lobby; in both cases it writes nothing.
+	// empty, an event names another lobby, or w.Expected is math.MaxUint64
+	// (see Write.Validate); in both cases it writes nothing.
 	// Any other error (a lost connection, a context that ended mid-flight)
 	// leaves the outcome unknown: the write may have committed. Load again
 	// before deciding; compare-and-set makes a retry safe.
@@ -156,19 +198,27 @@ type Store interface {
 	Delete(ctx context.Context, id string, expected, floor uint64) error
 
 	// Due returns up to limit lobbies whose deadline is at or before now,
-	// ordered by deadline and then by ID (byte order). limit must be
-	// positive (else ErrInvalid). To learn the next deadline at all, ask
-	// with a far-future now and limit 1.
+	// ordered by deadline and then by ID (byte order), so that equal
+	// deadlines come in one deterministic order. limit must be positive
+	// (else ErrInvalid); now may be any time.Time. Due is read-only: it
+	// changes nothing, so the same call returns the same lobbies until a
+	// Write or Delete. To learn the next deadline at all, ask with a
+	// far-future now and limit 1.
 	Due(ctx context.Context, now time.Time, limit int) ([]Due, error)
 
 	// Pending returns up to limit unacknowledged outbox events, oldest write
-	// first; the events of one lobby come in the order they were written.
-	// limit must be positive (else ErrInvalid). Pending does not hide what it
-	// returns: a second call returns the same events until they are acked.
+	// first across all lobbies (the order in which the writes committed,
+	// not grouped by lobby), the events of one write in the order given.
+	// limit must be positive (else ErrInvalid); a limit cuts a prefix of
+	// that order. Pending does not hide what it returns: a second call
+	// returns the same events until they are acked.
 	Pending(ctx context.Context, limit int) ([]Event, error)
 
-	// Ack removes the events named by (Lobby, Seq) from the outbox. Data is
-	// ignored; unknown or already acknowledged events are skipped.
+	// Ack removes the events named by (Lobby, Seq) from the outbox, and no
+	// other event (not one of another lobby whose ID shares a prefix, not
+	// the lobby's earlier events). Data is ignored; unknown or already
+	// acknowledged events are skipped without stopping the others or
+	// causing an error, and an empty list is fine.
 	Ack(ctx context.Context, events []Event) error
 }
 
@@ -179,7 +229,12 @@ type Store interface {
 type Claimer interface {
 	// Claim is Due that skips lobbies claimed by another call less than hold
 	// ago, and claims the lobbies it returns until now+hold. A Write to a
-	// lobby releases its claim.
+	// lobby releases its claim. Holds are judged by the now arguments of
+	// the calls, never by a clock of the store: a claim made at now with
+	// hold h stops counting for a Claim whose now is at or after now+h.
+	// Claim returns lobbies in Due's order and claims only those it
+	// returns; concurrent Claims never return the same lobby for
+	// overlapping holds. limit and hold must be positive (else ErrInvalid).
 	Claim(ctx context.Context, now time.Time, limit int, hold time.Duration) ([]Due, error)
 }
 
@@ -190,6 +245,10 @@ type Notifier interface {
 	// Notify returns a channel that receives a value after writes that
 	// append outbox events, by any process. Values are coalesced (one may
 	// stand for many writes), and writes without events (heartbeats) need
-	// not notify at all. The channel is closed when ctx is done.
+	// not notify at all. A value is sent only once the write is visible: a
+	// reader that calls Pending after receiving it sees the write's events
+	// (so a reader that reads only when notified misses no write). Writers
+	// never wait for a reader that does not receive. The channel is closed
+	// when ctx is done.
 	Notify(ctx context.Context) (<-chan struct{}, error)
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,5 +78,49 @@ func TestBrokenStores(t *testing.T) {
 				t.Logf("flaw %s caught by %s:\n%s", f.name, f.check, out)
 			}
 		})
+	}
+}
+
+// TestClauseTable keeps docs/store-adapters.md honest: every broken store
+// its clause table names exists and is caught by a check of that row, and
+// every broken store appears in the table.
+func TestClauseTable(t *testing.T) {
+	doc, err := os.ReadFile("../docs/store-adapters.md")
+	if err != nil {
+		t.Fatalf("reading the adapter guide: %v", err)
+	}
+	row := regexp.MustCompile(`^\| (\d+) \| (.+) \| (.+) \| (.+) \|$`)
+	byName := map[string]flaw{}
+	for _, f := range flaws {
+		byName[f.name] = f
+	}
+	listed := map[string]bool{}
+	rows := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		m := row.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		rows++
+		checks := strings.Split(m[3], ", ")
+		for _, name := range strings.Split(m[4], ", ") {
+			f, ok := byName[name]
+			if !ok {
+				t.Errorf("clause %s names broken store %q, which storetest does not have", m[1], name)
+				continue
+			}
+			listed[name] = true
+			if !slices.Contains(checks, f.check) {
+				t.Errorf("clause %s: broken store %s is caught by %s, not by the row's checks %v", m[1], name, f.check, checks)
+			}
+		}
+	}
+	if rows < 40 {
+		t.Fatalf("found %d rows of the clause table in docs/store-adapters.md, want the whole table", rows)
+	}
+	for _, f := range flaws {
+		if !listed[f.name] {
+			t.Errorf("broken store %s (caught by %s) is missing from the clause table", f.name, f.check)
+		}
 	}
 }

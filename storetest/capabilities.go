@@ -171,3 +171,54 @@ func checkNotify(h *harness) {
 	h.write(store.Write{ID: "n2", Data: []byte("x"), Events: []store.Event{{Lobby: "n2", Seq: 1, Data: []byte("e")}}})
 	receive(ch2, "a Write with events, after another subscriber left")
 }
+
+// checkNotifyAfterCommit (store.Notifier only): a value comes only once the
+// write it announces is visible, so a reader that reads the outbox only
+// when notified sees every write. Here the reader drains its channel, a
+// Write with an event starts, and the reader calls Pending after each value
+// until it sees the event; a store that notifies before its write is
+// visible hands out a value too early, and the reader waits for one that
+// never comes.
+func checkNotifyAfterCommit(h *harness) {
+	n, ok := h.s.(store.Notifier)
+	if !ok {
+		h.t.Skip("the store does not implement the optional store.Notifier")
+	}
+	ch, err := n.Notify(h.ctx)
+	if err != nil {
+		h.t.Fatalf("Notify = %v, want nil", err)
+	}
+	const id, rounds = "notify-commit", 20
+	for v := range uint64(rounds) {
+		for drained := false; !drained; {
+			select {
+			case <-ch:
+			default:
+				drained = true
+			}
+		}
+		written := make(chan error, 1)
+		go func() {
+			written <- h.s.Write(h.ctx, store.Write{ID: id, Expected: v, Data: counter(int(v + 1)),
+				Events: []store.Event{{Lobby: id, Seq: v + 1, Data: counter(int(v + 1))}}})
+		}()
+		for seen := false; !seen; {
+			select {
+			case _, ok := <-ch:
+				if !ok {
+					h.t.Fatal("Notify channel closed while its context is live")
+				}
+			case <-time.After(notifyWait):
+				h.t.Fatalf("round %d: no notification within %v after which Pending shows the Write's event: "+
+					"the store notified before its write was visible, or not at all", v+1, notifyWait)
+			}
+			for _, e := range h.pending(rounds + 10) {
+				seen = seen || e.Seq == v+1
+			}
+		}
+		if err := <-written; err != nil {
+			h.t.Fatalf("Write(%q, %d) = %v, want nil", id, v, err)
+		}
+		h.ack(store.Event{Lobby: id, Seq: v + 1})
+	}
+}

@@ -81,6 +81,7 @@ func checkDueOrder(h *harness) {
 	}
 	// Any now is allowed: long before every deadline, and far in the future.
 	h.expectDue(time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), 100, nil)
+	h.expectDue(time.Time{}, 100, nil)
 	h.expectDue(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), 100, sorted)
 	h.expectDue(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), 1, sorted[:1])
 }

@@ -101,13 +101,14 @@ const visualizeEnv = "LOBBYHOST_STORETEST_VISUALIZE"
 func checkLinearizable(h *harness) {
 	const clients, opsPerClient = 4, 120
 	ids := []string{"lin-a", "lin-b"}
+	seed := Seed(h.t)
 	start := time.Now()
 	histories := make([][]porcupine.Operation, clients)
 	errs := make([]error, clients)
 	var wg sync.WaitGroup
 	for c := range clients {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(c), 42))
+			rng := rand.New(rand.NewPCG(seed, uint64(c)))
 			seen := map[string]uint64{} // last version this client loaded
 			for i := range opsPerClient {
 				id := ids[rng.IntN(len(ids))]

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -153,6 +155,8 @@ func checkInvalid(h *harness) {
 			Events: []store.Event{ev(id, 2, "ok"), ev(id+"x", 3, "x")}}},
 		{"new lobby, event of a prefix", store.Write{ID: "lobby-invalid-new", Data: []byte("x"), Deadline: t0,
 			Events: []store.Event{ev("lobby-invalid-new", 1, "ok"), ev("lobby-invalid", 2, "x")}}},
+		{"an Expected version without a successor", store.Write{ID: "lobby-invalid-new", Expected: math.MaxUint64, Data: []byte("x"), Deadline: t0,
+			Events: []store.Event{ev("lobby-invalid-new", 1, "x")}}},
 	}
 	for _, b := range bad {
 		if err := h.s.Write(h.ctx, b.w); !errors.Is(err, store.ErrInvalid) {
@@ -169,6 +173,10 @@ func checkInvalid(h *harness) {
 		if c, ok := h.s.(store.Claimer); ok {
 			if _, err := c.Claim(h.ctx, later, limit, time.Minute); !errors.Is(err, store.ErrInvalid) {
 				h.t.Errorf("Claim(later, %d, 1m) = %s, want %v", limit, describe(err), store.ErrInvalid)
+			}
+			hold := time.Duration(limit) // 0 and -1ns
+			if _, err := c.Claim(h.ctx, later, 10, hold); !errors.Is(err, store.ErrInvalid) {
+				h.t.Errorf("Claim(later, 10, %v) = %s, want %v", hold, describe(err), store.ErrInvalid)
 			}
 		}
 	}
@@ -234,6 +242,89 @@ func checkAliasing(h *harness) {
 		d[i].Deadline = time.Time{}
 	}
 	h.expectDue(later, 10, []store.Due{{ID: id, Deadline: t0}, {ID: id2, Deadline: t0}})
+
+	// Several slices returned by one call share no memory: scribbling
+	// over one, up to its capacity, leaves the others as they were.
+	h.write(store.Write{ID: id, Expected: 1, Data: []byte("two"), Events: []store.Event{ev(id, 3, "three"), ev(id, 4, "four")}})
+	p = h.pending(10)
+	if len(p) != 4 {
+		h.t.Fatalf("Pending = %d events, want 4", len(p))
+	}
+	wantAll := append(slices.Clone(wantEvents), ev(id, 3, "three"), ev(id, 4, "four"))
+	for i := range p {
+		scribble(p[i].Data)
+		for j := i + 1; j < len(p); j++ {
+			if string(p[j].Data) != string(wantAll[j].Data) {
+				h.t.Fatalf("changing the Data of event %d returned by Pending (up to its capacity) changed event %d of the same call to %q, want %q",
+					i, j, p[j].Data, wantAll[j].Data)
+			}
+		}
+	}
+	h.ack(wantAll...)
+	checkAliasingInputs(h)
+}
+
+// checkAliasingInputs: a store neither writes into a caller's buffers (not
+// even between their length and their capacity) nor reorders or changes
+// the events passed to Write or Ack.
+func checkAliasingInputs(h *harness) {
+	const id = "lobby-alias-in"
+	// Buffers with spare capacity, filled with a pattern the store must
+	// leave alone.
+	spare := func(s string) []byte {
+		b := make([]byte, len(s)+64)
+		copy(b[copy(b, s):], strings.Repeat("~", 64))
+		return b[:len(s)]
+	}
+	intact := func(what string, b []byte, s string) {
+		h.t.Helper()
+		full := b[:cap(b)]
+		want := s + strings.Repeat("~", 64)
+		if string(full) != want {
+			h.t.Fatalf("%s: the caller's buffer holds %q up to its capacity after the call, want %q: the store wrote into it", what, full, want)
+		}
+	}
+	data := spare("record")
+	events := []store.Event{
+		{Lobby: id, Seq: 2, Data: spare("second")},
+		{Lobby: id, Seq: 1, Data: spare("first")}, // Seq out of order: the store must not sort
+		{Lobby: id, Seq: 3, Data: nil},
+	}
+	eventsCap := append(events[:3:3], store.Event{}) // spare capacity in the slice of events too
+	eventsCap[3] = store.Event{Lobby: "sentinel", Seq: 99, Data: []byte("sentinel")}
+	events = eventsCap[:3]
+	h.write(store.Write{ID: id, Data: data, Deadline: t0, Events: events})
+	intact("Write.Data", data, "record")
+	intact("Write.Events[0].Data", events[0].Data, "second")
+	intact("Write.Events[1].Data", events[1].Data, "first")
+	wantIn := []store.Event{{Lobby: id, Seq: 2, Data: []byte("second")}, {Lobby: id, Seq: 1, Data: []byte("first")}, {Lobby: id, Seq: 3}}
+	if d := diff(wantIn, events); d != "" {
+		h.t.Fatalf("Write changed the caller's events (-before +after):\n%s", d)
+	}
+	if d := diff(store.Event{Lobby: "sentinel", Seq: 99, Data: []byte("sentinel")}, eventsCap[3]); d != "" {
+		h.t.Fatalf("Write wrote past the length of the caller's Events (-before +after):\n%s", d)
+	}
+	h.expectPending(wantIn)
+
+	// Ack's slice: neither reordered nor changed, not even its Data.
+	acks := []store.Event{{Lobby: id, Seq: 3, Data: spare("x")}, {Lobby: "unknown", Seq: 1}, {Lobby: id, Seq: 2}}
+	h.ack(acks...)
+	wantAcks := []store.Event{{Lobby: id, Seq: 3, Data: []byte("x")}, {Lobby: "unknown", Seq: 1}, {Lobby: id, Seq: 2}}
+	if d := diff(wantAcks, acks); d != "" {
+		h.t.Fatalf("Ack changed the caller's events (-before +after):\n%s", d)
+	}
+	intact("Ack's events[0].Data", acks[0].Data, "x")
+	// What Ack was given is not kept: changing it now acknowledges nothing.
+	acks[0].Seq, acks[1] = 1, store.Event{Lobby: id, Seq: 1}
+	h.expectPending(wantIn[1:2])
+
+	// A Load's Data with spare capacity is the caller's: appending to it
+	// and writing it back does not change the stored record in between.
+	r := h.load(id)
+	grown := append(r.Data, "-grown"...)
+	h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("record"), Deadline: t0})
+	h.write(store.Write{ID: id, Expected: 1, Data: grown, Deadline: t0})
+	h.expectRecord(store.Record{ID: id, Version: 2, Data: []byte("record-grown"), Deadline: t0})
 }
 
 // checkLargeRecord: records of a 1,000-member lobby (about 100 KiB) and

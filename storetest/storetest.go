@@ -36,6 +36,14 @@
 //     a model-based test against a map-based reference (pgregory.net/rapid),
 //     and by a linearizability check of concurrent Load/Write histories
 //     (github.com/anishathalye/porcupine).
+//   - Writes at the limits of package store (store.MaxWriteBytes of data,
+//     store.MaxWriteEvents events) are stored whole; IDs beyond
+//     store.MaxIDLen bytes or invalid UTF-8 are refused with store.ErrInvalid
+//     or kept exactly.
+//   - Readers (Load, Due, Pending) running beside concurrent writers never
+//     see part of a write and never go back in time.
+//   - Slices passed in are neither kept, nor written into (up to their
+//     capacity), nor reordered; slices handed out share memory with nothing.
 //   - A done context makes every method return the context's error promptly
 //     and write nothing.
 //   - Load and Delete of the empty ID may report either store.ErrInvalid or
@@ -101,13 +109,19 @@ var checks = []check{
 	{"DueOrder", onStore(checkDueOrder)},
 	{"DueMoves", onStore(checkDueMoves)},
 	{"LargeRecord", onStore(checkLargeRecord)},
+	{"MaxWrite", onStore(checkMaxWrite)},
+	{"ManyEvents", onStore(checkManyEvents)},
 	{"ManyLobbies", onStore(checkManyLobbies)},
 	{"OpaqueIDs", onStore(checkOpaqueIDs)},
+	{"DigitIDs", onStore(checkDigitIDs)},
+	{"IDLimits", onStore(checkIDLimits)},
 	{"ConcurrentWriters", onStore(checkConcurrentWriters)},
+	{"ConcurrentReaders", onStore(checkConcurrentReaders)},
 	{"Linearizable", onStore(checkLinearizable)},
 	{"Model", checkModel},
 	{"Claim", onStore(checkClaim)},
 	{"Notify", onStore(checkNotify)},
+	{"NotifyAfterCommit", onStore(checkNotifyAfterCommit)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/storetest"
 )
 
 var t0 = time.Date(2031, 3, 14, 15, 9, 26, 535897932, time.UTC)
@@ -54,7 +55,7 @@ func checkIndex(t *testing.T, s *Store) {
 func TestIndexStaysConsistent(t *testing.T) {
 	ctx := context.Background()
 	s := New()
-	rng := rand.New(rand.NewPCG(7, 8))
+	rng := rand.New(rand.NewPCG(storetest.Seed(t), 8))
 	version := map[string]uint64{}
 	deadline := map[string]time.Time{}
 	for step := range 20000 {
@@ -133,7 +134,7 @@ func TestNothingLeaks(t *testing.T) {
 		}
 		all = append(all, events...)
 	}
-	rng := rand.New(rand.NewPCG(1, 1))
+	rng := rand.New(rand.NewPCG(storetest.Seed(t), 1))
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	for len(all) > 0 {
 		n := min(len(all), 1+rng.IntN(30))

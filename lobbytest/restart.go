@@ -1,4 +1,4 @@
-package redisstore_test
+package lobbytest
 
 import (
 	"context"
@@ -14,16 +14,16 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jonboulle/clockwork"
 
-	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/revision"
 	"github.com/lobbyhost/lobbyhost/store"
-	"github.com/lobbyhost/lobbyhost/store/redisstore"
+	"github.com/lobbyhost/lobbyhost/storetest"
 )
 
-// These tests kill a redis-server of their own (see restart_test.go) under
-// traffic through lobby.Service, with Run going, and start it again.
+// These tests kill a store's server (see Restarter) under traffic through
+// lobby.Service, with Run going on the real clock, and start it again.
 
 // Phases of a restart test, as seen by a command when it returns.
 const (
@@ -32,15 +32,15 @@ const (
 	phaseRestart              // a new one is starting or running
 )
 
-// TestServiceRestartAOF: with appendfsync always, every transition reported
+// testRestartDurable: on a durable server, every transition reported
 // committed before the kill is there afterwards. Commands fail clearly
 // while the server is down and work again after; in the end each lobby's
 // published history has consecutive revisions, holds every event of every
 // successful command exactly once in content (a failed command may have
 // committed, its reply lost), holds events committed but not yet published
 // at the kill, and ends in the lobby's current state.
-func TestServiceRestartAOF(t *testing.T) {
-	h := startRestartHarness(t, "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
+func testRestartDurable(t *testing.T, r Restarter) {
+	h := startRestartHarness(t, r, true)
 
 	probe := h.joinProbe()
 	h.waitOK("20 successful commands per lobby before the kill", phaseUp, 20)
@@ -56,9 +56,9 @@ func TestServiceRestartAOF(t *testing.T) {
 	// Every write acknowledged by the first server is still there: each
 	// lobby's first write on the new one continued from at least the
 	// version the last acknowledged write made.
-	lastUp := h.st.lastVersions(phaseUp)
+	lastUp := h.rec.lastVersions(phaseUp)
 	h.waitOK("10 successful commands per lobby after the restart", phaseRestart, 10)
-	firstAfter := h.st.firstExpected(phaseRestart)
+	firstAfter := h.rec.firstExpected(phaseRestart)
 	for _, c := range h.clients {
 		v := lastUp[c.id]
 		if got, ok := firstAfter[c.id]; !ok || got < v {
@@ -132,12 +132,12 @@ func TestServiceRestartAOF(t *testing.T) {
 	t.Logf("%d events committed before the kill were unpublished at it and came back from the outbox; %s", unpublished, h.summary())
 }
 
-// TestServiceRestartWithoutPersistence: a server without persistence comes
-// back empty. Commands fail clearly while it is down and work again after,
-// on lobbies that start over: the checks below are what that means for an
-// application (see docs/redis.md).
-func TestServiceRestartWithoutPersistence(t *testing.T) {
-	h := startRestartHarness(t, "--appendonly", "no")
+// testRestartVolatile: a server without persistence comes back empty.
+// Commands fail clearly while it is down and work again after, on lobbies
+// that start over: the checks below are what that means for an application
+// (see docs/redis.md).
+func testRestartVolatile(t *testing.T, r Restarter) {
+	h := startRestartHarness(t, r, false)
 
 	probe := h.joinProbe()
 	h.waitOK("20 successful commands per lobby before the kill", phaseUp, 20)
@@ -147,7 +147,7 @@ func TestServiceRestartWithoutPersistence(t *testing.T) {
 
 	// Every lobby started over: the first write after the restart created
 	// the lobby at version 1, although it had many versions before.
-	firstAfter := h.st.firstExpected(phaseRestart)
+	firstAfter := h.rec.firstExpected(phaseRestart)
 	for _, c := range h.clients {
 		if v, ok := firstAfter[c.id]; !ok || v != 0 {
 			t.Errorf("lobby %q: first write after the restart expected version %d (written: %v), want 0: the server forgot the lobby", c.id, v, ok)
@@ -203,8 +203,10 @@ func TestServiceRestartWithoutPersistence(t *testing.T) {
 type restartHarness struct {
 	t       *testing.T
 	ctx     context.Context
-	srv     *server
-	st      *recordingStore
+	srv     Server
+	st      store.Store // the store under test, unwrapped
+	rec     recorder    // the Service's successful writes
+	named   string      // what every store error names, if the harness says
 	svc     *lobby.Service
 	pub     *collector
 	phase   atomic.Int32
@@ -223,18 +225,18 @@ type restartHarness struct {
 // restartWait bounds every wait of the restart tests.
 const restartWait = 30 * time.Second
 
-func startRestartHarness(t *testing.T, serverArgs ...string) *restartHarness {
-	srv := startServer(t, serverArgs...)
-	st, err := redisstore.New(dial(t, srv.addr()), redisstore.WithPrefix("svc"))
-	if err != nil {
-		t.Fatal(err)
+func startRestartHarness(t *testing.T, r Restarter, durable bool) *restartHarness {
+	st, srv := r.Restartable(t, durable)
+	h := &restartHarness{t: t, ctx: t.Context(), srv: srv, st: st, pub: &collector{}}
+	if n, ok := r.(ErrorNamer); ok {
+		h.named = n.StoreName() + ": "
 	}
-	h := &restartHarness{t: t, ctx: t.Context(), srv: srv, pub: &collector{}}
 	h.cond = sync.NewCond(&h.mu)
-	h.st = &recordingStore{Store: st, phase: &h.phase}
-	policy := lobby.DefaultPolicy()
-	policy.Policy = lease.Policy{Grace: time.Minute, HeartbeatTTL: 2 * time.Minute} // nothing expires during the test
-	h.svc, err = lobby.NewService(h.st, lobby.WithPolicy(policy), lobby.WithPublisher(h.pub))
+	h.rec.phase = h.phase.Load
+	policy := policyOf(time.Minute, 2*time.Minute) // nothing expires during the test
+	var err error
+	h.svc, err = lobby.NewService(h.rec.wrap(st, true, true), lobby.WithPolicy(policy), lobby.WithPublisher(h.pub),
+		lobby.WithClock(clockwork.NewRealClock()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,8 +251,7 @@ func startRestartHarness(t *testing.T, serverArgs ...string) *restartHarness {
 	}()
 	t.Cleanup(h.stop)
 
-	seed := uint64(time.Now().UnixNano())
-	t.Logf("traffic seed %d", seed)
+	seed := storetest.Seed(t)
 	for i := range 4 {
 		c := &trafficClient{id: "r" + strconv.Itoa(i), rng: rand.New(rand.NewPCG(seed, uint64(i)))}
 		h.clients = append(h.clients, c)
@@ -320,7 +321,7 @@ func (h *restartHarness) joinProbe() probeLobby {
 func (h *restartHarness) killAndCheckDown(probe probeLobby) {
 	h.t.Helper()
 	downFrom := h.marks()
-	h.srv.kill()
+	h.srv.Kill(h.t)
 	h.phase.Store(phaseDown)
 
 	// Direct calls: a heartbeat on the probe lobby, which the Service has
@@ -346,6 +347,9 @@ func (h *restartHarness) killAndCheckDown(probe probeLobby) {
 		}},
 	}
 	var wg sync.WaitGroup
+	// Wait for the calls even if waitFor below fails the test: they report
+	// through h.t, which must outlive them.
+	defer wg.Wait()
 	for i, c := range calls {
 		wg.Add(1)
 		f := func() {
@@ -361,7 +365,7 @@ func (h *restartHarness) killAndCheckDown(probe probeLobby) {
 			case took > 2*time.Second:
 				h.t.Errorf("%s with the server down took %v, want at most its 1s context", c.name, took)
 			default:
-				if msg := unclear(err); msg != "" {
+				if msg := h.unclear(err); msg != "" {
 					h.t.Errorf("%s with the server down: %s", c.name, msg)
 				}
 				h.t.Logf("%s with the server down, after %v: %v", c.name, took.Round(time.Millisecond), err)
@@ -376,28 +380,27 @@ func (h *restartHarness) killAndCheckDown(probe probeLobby) {
 	h.waitFor("a failed command per lobby while the server is down", func(c *trafficClient, i int) bool {
 		return c.failedSince(downFrom[i])
 	})
-	wg.Wait()
 }
 
 func (h *restartHarness) restart() {
 	h.t.Helper()
 	h.phase.Store(phaseRestart)
-	h.srv.start()
+	h.srv.Start(h.t)
 }
 
 // unclear returns what is wrong with err as the error of a command that
 // failed because the server was down, or "" if nothing is: it must not
 // claim an outcome (a conflict, a missing lobby, a refusal) and must name
 // the store call that failed.
-func unclear(err error) string {
-	for _, sentinel := range []error{store.ErrConflict, store.ErrNotFound, store.ErrInvalid, redisstore.ErrCorrupt,
+func (h *restartHarness) unclear(err error) string {
+	for _, sentinel := range []error{store.ErrConflict, store.ErrNotFound, store.ErrInvalid,
 		lobby.ErrContention, lobby.ErrCorrupt, lobby.ErrNotMember, lobby.ErrNotHost, lobby.ErrNotEligible, lobby.ErrLobbyFull} {
 		if errors.Is(err, sentinel) {
 			return fmt.Sprintf("%q claims an outcome (%v)", err, sentinel)
 		}
 	}
-	if !strings.Contains(err.Error(), "redisstore: ") {
-		return fmt.Sprintf("%q does not name the store call that failed", err)
+	if !strings.Contains(err.Error(), h.named) {
+		return fmt.Sprintf("%q does not name the store call that failed (%q)", err, h.named)
 	}
 	return ""
 }
@@ -603,7 +606,7 @@ func (c *trafficClient) run(h *restartHarness) {
 		h.cond.Broadcast()
 		h.mu.Unlock()
 		if err != nil {
-			if msg := unclear(err); msg != "" {
+			if msg := h.unclear(err); msg != "" {
 				h.t.Errorf("lobby %q: %v of %s failed unclearly: %s", c.id, cmd.Op, name, msg)
 			}
 			if took > 3*time.Second {
@@ -668,135 +671,4 @@ func (c *trafficClient) mayHaveCommitted(f outcome, ev lobby.Event) bool {
 		}
 	}
 	return true
-}
-
-// collector is a Publisher that keeps every delivery; while hold is set it
-// refuses them, so events stay in the outbox.
-type collector struct {
-	hold   atomic.Bool
-	mu     sync.Mutex
-	events []lobby.Event
-}
-
-var errHeld = errors.New("collector: publishing is held")
-
-func (c *collector) Publish(_ context.Context, events []lobby.Event) error {
-	if c.hold.Load() {
-		return errHeld
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.events = append(c.events, events...)
-	return nil
-}
-
-func (c *collector) has(id string, rev uint64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.ContainsFunc(c.events, func(ev lobby.Event) bool { return ev.Lobby == id && ev.Revision == rev })
-}
-
-// contents returns, for each revision of lobby id that was published, its
-// distinct contents in the order first published.
-func (c *collector) contents(id string) map[uint64][]lobby.Event {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	byRev := map[uint64][]lobby.Event{}
-	for _, ev := range c.events {
-		if ev.Lobby != id {
-			continue
-		}
-		if !slices.ContainsFunc(byRev[ev.Revision], func(e lobby.Event) bool { return cmp.Equal(e, ev, cmpOpts) }) {
-			byRev[ev.Revision] = append(byRev[ev.Revision], ev)
-		}
-	}
-	return byRev
-}
-
-// history returns lobby id's published events in revision order, each
-// revision once, failing the test if one was published with two contents.
-func (c *collector) history(t *testing.T, id string) []lobby.Event {
-	t.Helper()
-	var out []lobby.Event
-	for rev, evs := range c.contents(id) {
-		for _, ev := range evs[1:] {
-			t.Errorf("lobby %q revision %d was published with two contents (-first +second):\n%s", id, rev, cmp.Diff(evs[0], ev, cmpOpts))
-		}
-		out = append(out, evs[0])
-	}
-	slices.SortFunc(out, func(a, b lobby.Event) int { return int(a.Revision) - int(b.Revision) })
-	return out
-}
-
-// repeats counts deliveries of an event delivered before with the same
-// contents (delivery is at least once).
-func (c *collector) repeats() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	seen := map[string][]lobby.Event{}
-	n := 0
-	for _, ev := range c.events {
-		k := ev.Lobby + "/" + strconv.FormatUint(ev.Revision, 10)
-		if slices.ContainsFunc(seen[k], func(e lobby.Event) bool { return cmp.Equal(e, ev, cmpOpts) }) {
-			n++
-			continue
-		}
-		seen[k] = append(seen[k], ev)
-	}
-	return n
-}
-
-// recordingStore is a Store that remembers its successful writes and the
-// test phase each returned in. Embedding keeps the optional capabilities
-// (Claimer, Notifier) visible to the Service.
-type recordingStore struct {
-	*redisstore.Store
-	phase *atomic.Int32
-
-	mu     sync.Mutex
-	writes []recordedWrite
-}
-
-type recordedWrite struct {
-	id       string
-	expected uint64
-	phase    int32
-}
-
-func (s *recordingStore) Write(ctx context.Context, w store.Write) error {
-	err := s.Store.Write(ctx, w)
-	if err == nil {
-		s.mu.Lock()
-		s.writes = append(s.writes, recordedWrite{w.ID, w.Expected, s.phase.Load()})
-		s.mu.Unlock()
-	}
-	return err
-}
-
-// lastVersions returns, per lobby, the version its last successful write
-// in phase made.
-func (s *recordingStore) lastVersions(phase int32) map[string]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := map[string]uint64{}
-	for _, w := range s.writes {
-		if w.phase == phase {
-			m[w.id] = max(m[w.id], w.expected+1)
-		}
-	}
-	return m
-}
-
-// firstExpected returns, per lobby, the expected version of its first
-// successful write in phase.
-func (s *recordingStore) firstExpected(phase int32) map[string]uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	m := map[string]uint64{}
-	for _, w := range s.writes {
-		if _, ok := m[w.id]; !ok && w.phase == phase {
-			m[w.id] = w.expected
-		}
-	}
-	return m
 }

@@ -1,13 +1,4 @@
-// Package servicebench measures lobby.Service on a store: the heartbeat and
-// visible-transition benchmarks every store adapter runs, so that their
-// figures are taken the same way and read the same in bench scripts.
-//
-// An adapter builds its Services (one per simulated process, each with Run
-// going and an Observer of its own) and hands them to Run with an
-// operation; Run joins the players, warms every lobby, measures, and
-// reports throughput (in the unit it is given), p50-us, p99-us, retries/op
-// and, with several Services on one lobby, contention-errors/op.
-package servicebench
+package lobbytest
 
 import (
 	"context"
@@ -20,8 +11,113 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/store"
 )
+
+// The Service benchmarks: BenchHeartbeat and BenchTransition run the
+// standard set on a harness;
+// Measure, Heartbeat and Transition let an adapter measure variants of its
+// own (a differently configured client, say) the same way, so that every
+// adapter's figures are taken and read alike. Each reports throughput (in
+// the unit it is given), p50-us, p99-us, retries/op and, with several
+// Services on one lobby, contention-errors/op.
+
+// BenchHeartbeat measures lobby.Service.Heartbeat with Run going on h's
+// stores: from 1, 8 and 32 clients, each on lobbies of its own (the
+// Service's cache makes each heartbeat one conditional write), and from 8
+// clients on one lobby through two Services, the second on h.Connect (two
+// processes' worth of compare-and-set contention). Call it from an
+// adapter's BenchmarkServiceHeartbeat; the subtests are clients=N and
+// contended, for bench scripts to select.
+func BenchHeartbeat(b *testing.B, h Harness) { benchOp(b, h, "heartbeats/s", Heartbeat) }
+
+// BenchTransition measures visible transitions the same way: each operation
+// is a disconnect or the rejoin after it, one write with one event; Run's
+// relay publishes and acknowledges the events meanwhile, as in a real
+// process.
+func BenchTransition(b *testing.B, h Harness) { benchOp(b, h, "transitions/s", Transition) }
+
+func benchOp(b *testing.B, h Harness, unit string, op Op) {
+	for _, clients := range []int{1, 8, 32} {
+		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
+			svcs, counters := StartServices(b, []store.Store{h.NewStore(b)})
+			Measure(b, unit, op, clients, svcs, counters)
+		})
+	}
+	b.Run("contended", func(b *testing.B) {
+		s := h.NewStore(b)
+		svcs, counters := StartServices(b, []store.Store{s, h.Connect(b, s)})
+		Measure(b, unit, op, 8, svcs, counters)
+	})
+}
+
+// StartServices returns a Service on each store, each with Counters as its
+// Observer and Run going until the benchmark ends. With a store.Notifier it
+// returns once Run has subscribed, so that the measurement starts with Run
+// fully up.
+func StartServices(b *testing.B, stores []store.Store) ([]*lobby.Service, []*lobby.Counters) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	b.Cleanup(func() { cancel(); running.Wait() })
+	var svcs []*lobby.Service
+	var counters []*lobby.Counters
+	for _, s := range stores {
+		subscribed := make(chan struct{})
+		if n, ok := s.(store.Notifier); ok {
+			s = notifyHook(s, n, subscribed)
+		} else {
+			close(subscribed)
+		}
+		c := &lobby.Counters{}
+		svc, err := lobby.NewService(s, lobby.WithObserver(c), lobby.WithClock(clockwork.NewRealClock()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		running.Go(func() {
+			if err := svc.Run(ctx); err != nil && ctx.Err() == nil {
+				b.Errorf("Run: %v", err)
+			}
+		})
+		select {
+		case <-subscribed:
+		case <-time.After(10 * time.Second):
+			b.Fatal("Run has not subscribed to notifications after 10s")
+		}
+		svcs, counters = append(svcs, svc), append(counters, c)
+	}
+	return svcs, counters
+}
+
+// notifyHook returns s (with its Claimer, if any) with a Notify that closes
+// subscribed once it has succeeded.
+func notifyHook(s store.Store, n store.Notifier, subscribed chan struct{}) store.Store {
+	var once sync.Once
+	hooked := notifierFunc(func(ctx context.Context) (<-chan struct{}, error) {
+		ch, err := n.Notify(ctx)
+		if err == nil {
+			once.Do(func() { close(subscribed) })
+		}
+		return ch, err
+	})
+	if c, ok := s.(store.Claimer); ok {
+		return &struct {
+			store.Store
+			store.Claimer
+			store.Notifier
+		}{s, c, hooked}
+	}
+	return &struct {
+		store.Store
+		store.Notifier
+	}{s, hooked}
+}
+
+type notifierFunc func(ctx context.Context) (<-chan struct{}, error)
+
+func (f notifierFunc) Notify(ctx context.Context) (<-chan struct{}, error) { return f(ctx) }
 
 // LobbiesPerClient is how many lobbies each uncontended client cycles
 // through, one player of its own in each.
@@ -70,13 +166,13 @@ func Transition(ctx context.Context, svc *lobby.Service, l *Lobby) error {
 	return err
 }
 
-// Run measures op from clients goroutines over svcs; counters[i] must be
+// Measure measures op from clients goroutines over svcs; counters[i] must be
 // the Observer of svcs[i]. Client c uses svcs[c%len(svcs)]. With one
 // Service each client drives LobbiesPerClient lobbies of its own; with
 // several, every client drives its own player in one shared lobby, which
 // is compare-and-set contention between processes. unit names the
 // throughput metric (heartbeats/s, transitions/s).
-func Run(b *testing.B, unit string, op Op, clients int, svcs []*lobby.Service, counters []*lobby.Counters) {
+func Measure(b *testing.B, unit string, op Op, clients int, svcs []*lobby.Service, counters []*lobby.Counters) {
 	ctx := context.Background()
 	services := len(svcs)
 	contends := services > 1

@@ -1,0 +1,86 @@
+// Package lobbytest is the Service-level conformance suite: the checks that
+// a store.Store keeps lobby.Service correct when several processes share it,
+// when a process dies, and when the store's server restarts, plus the
+// Service benchmarks every adapter reports the same way.
+//
+// Package storetest checks a store method by method; this package checks
+// what lobbyhost builds on top of it. An adapter calls both:
+//
+//	func TestService(t *testing.T)                { lobbytest.RunService(t, harness{}) }
+//	func BenchmarkServiceHeartbeat(b *testing.B)  { lobbytest.BenchHeartbeat(b, harness{}) }
+//	func BenchmarkServiceTransition(b *testing.B) { lobbytest.BenchTransition(b, harness{}) }
+//
+// A [Harness] hands the suite empty stores and second handles on them (what
+// another process would open). Optional capabilities are found by type
+// assertion on the harness, and the checks that need one skip, saying so,
+// when it is absent:
+//
+//   - [Restarter]: a store on a server of its own that the suite may kill
+//     and start again under traffic;
+//   - [RoundTripCounter]: a store that reports the requests it sends to its
+//     server, so that the suite can check that a steady heartbeat and a
+//     visible transition through the Service are one round trip each.
+//
+// Subtests have stable names (TwoServicesExpireHostOnce,
+// KilledServiceLeases, StoreRestart, OneRoundTrip), so that one can run
+// alone with -run. Checks that draw at random log a seed and replay it from
+// LOBBYHOST_SEED (see storetest.Seed).
+package lobbytest
+
+import (
+	"testing"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// Harness gives the suite stores to run Services on.
+type Harness interface {
+	// NewStore returns an empty store that no other call shares (its own
+	// schema, key prefix or instance) and registers its cleanup with
+	// t.Cleanup. It may call t.Skip or t.Fatal.
+	NewStore(t testing.TB) store.Store
+	// Connect returns another handle on the data of s, one store obtained
+	// from NewStore: what a second process would open (its own connections,
+	// the same schema or prefix). An in-memory store returns s itself.
+	Connect(t testing.TB, s store.Store) store.Store
+}
+
+// Restarter is a Harness whose stores can live on a server of their own,
+// which the suite kills under traffic and starts again.
+type Restarter interface {
+	Harness
+	// Restartable returns an empty store on a server the suite may stop
+	// and start, and that server. durable asks for a server that keeps
+	// every acknowledged write across a kill (PostgreSQL, Redis with
+	// appendfsync always); !durable for one that comes back empty (Redis
+	// without persistence). A harness that cannot offer the mode, or may
+	// not stop its server now, calls t.Skip saying why.
+	Restartable(t *testing.T, durable bool) (store.Store, Server)
+}
+
+// Server is a store's server that a Restarter's test may stop and start.
+type Server interface {
+	// Kill stops the server at once, as a crash would, and returns when it
+	// no longer serves.
+	Kill(t *testing.T)
+	// Start starts it again and returns when it serves.
+	Start(t *testing.T)
+}
+
+// RoundTripCounter is a Harness that can count the requests a store sends
+// to its server.
+type RoundTripCounter interface {
+	Harness
+	// CountingStore returns an empty store and a function that returns the
+	// round trips it made to its server since the previous call, each
+	// described (a command, a statement) for failure messages.
+	CountingStore(t *testing.T) (s store.Store, take func() []string)
+}
+
+// ErrorNamer is an optional capability of a Restarter: every error its
+// stores return for a failed server call contains StoreName()+": " (say
+// "pgxstore: "), and the restart checks require it, so that an operator can
+// tell which store failed.
+type ErrorNamer interface {
+	StoreName() string
+}

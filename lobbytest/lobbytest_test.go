@@ -1,0 +1,212 @@
+package lobbytest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/lobbyhost/lobbyhost/lobbytest"
+	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/store/memstore"
+)
+
+// memHarness runs the suite on memstore behind a pretend server: calls fail
+// while it is "down", and a volatile one comes back empty. It counts store
+// calls as round trips. With a flaw set, its stores break one thing the
+// Service relies on, and the suite must notice.
+type memHarness struct{ flaw string }
+
+var (
+	_ lobbytest.Restarter        = memHarness{}
+	_ lobbytest.RoundTripCounter = memHarness{}
+	_ lobbytest.ErrorNamer       = memHarness{}
+)
+
+func (h memHarness) NewStore(testing.TB) store.Store {
+	s := &memServer{flaw: h.flaw}
+	s.inner.Store(memstore.New())
+	return s
+}
+
+func (memHarness) Connect(_ testing.TB, s store.Store) store.Store { return s }
+
+func (h memHarness) Restartable(_ *testing.T, durable bool) (store.Store, lobbytest.Server) {
+	s := h.NewStore(nil).(*memServer)
+	s.volatile = !durable
+	return s, s
+}
+
+func (h memHarness) CountingStore(*testing.T) (store.Store, func() []string) {
+	s := h.NewStore(nil).(*memServer)
+	return s, s.take
+}
+
+func (memHarness) StoreName() string { return "memserver" }
+
+// memServer is a store.Store on a memstore that a test can take down.
+type memServer struct {
+	flaw     string
+	volatile bool
+	inner    atomic.Pointer[memstore.Store]
+	down     atomic.Bool
+
+	mu    sync.Mutex
+	calls []string
+}
+
+var errDown = errors.New("memserver: the server is down")
+
+func (s *memServer) call(name string) (*memstore.Store, error) {
+	s.mu.Lock()
+	s.calls = append(s.calls, name)
+	s.mu.Unlock()
+	if s.down.Load() {
+		return nil, fmt.Errorf("memserver: %s: %w", name, errDown)
+	}
+	return s.inner.Load(), nil
+}
+
+func (s *memServer) take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.calls
+	s.calls = nil
+	return c
+}
+
+func (s *memServer) Kill(*testing.T) { s.down.Store(true) }
+
+func (s *memServer) Start(*testing.T) {
+	if s.volatile {
+		s.inner.Store(memstore.New())
+	}
+	s.down.Store(false)
+}
+
+func (s *memServer) Load(ctx context.Context, id string) (store.Record, error) {
+	m, err := s.call("Load")
+	if err != nil {
+		return store.Record{}, err
+	}
+	return m.Load(ctx, id)
+}
+
+func (s *memServer) Write(ctx context.Context, w store.Write) error {
+	m, err := s.call("Write")
+	if err != nil {
+		return err
+	}
+	switch s.flaw {
+	case "blind-write":
+		// A conflict is "resolved" by writing over the current version.
+		if r, err := m.Load(ctx, w.ID); err == nil || errors.Is(err, store.ErrNotFound) {
+			w.Expected = r.Version
+		}
+	case "drops-deadlines":
+		w.Deadline = time.Time{}
+	case "loads-first":
+		if _, err := s.call("Load"); err != nil {
+			return err
+		}
+	case "forgets-events":
+		w.Events = nil
+	}
+	return m.Write(ctx, w)
+}
+
+func (s *memServer) Delete(ctx context.Context, id string, expected, floor uint64) error {
+	m, err := s.call("Delete")
+	if err != nil {
+		return err
+	}
+	return m.Delete(ctx, id, expected, floor)
+}
+
+func (s *memServer) Due(ctx context.Context, now time.Time, limit int) ([]store.Due, error) {
+	m, err := s.call("Due")
+	if err != nil {
+		return nil, err
+	}
+	return m.Due(ctx, now, limit)
+}
+
+func (s *memServer) Pending(ctx context.Context, limit int) ([]store.Event, error) {
+	m, err := s.call("Pending")
+	if err != nil {
+		return nil, err
+	}
+	return m.Pending(ctx, limit)
+}
+
+func (s *memServer) Ack(ctx context.Context, events []store.Event) error {
+	m, err := s.call("Ack")
+	if err != nil {
+		return err
+	}
+	return m.Ack(ctx, events)
+}
+
+// TestRunService: the suite passes on a correct store, all capabilities
+// included. It is the control for TestBrokenServices.
+func TestRunService(t *testing.T) { lobbytest.RunService(t, memHarness{}) }
+
+// flaws are the broken stores the suite must fail, each with the subtest
+// that must catch it.
+var flaws = []struct{ name, check string }{
+	{"blind-write", "TwoServicesExpireHostOnce/racing"},
+	{"drops-deadlines", "KilledServiceLeases/survivor"},
+	{"loads-first", "OneRoundTrip"},
+	{"forgets-events", "StoreRestart/durable"},
+}
+
+const flawEnv = "LOBBYHOST_LOBBYTEST_FLAW"
+
+// TestBrokenTarget runs the suite on the broken store named by the
+// environment; TestBrokenServices runs it in a child process.
+func TestBrokenTarget(t *testing.T) {
+	name := os.Getenv(flawEnv)
+	if name == "" {
+		t.Skip("run by TestBrokenServices, which re-executes the test binary with " + flawEnv + " set")
+	}
+	lobbytest.RunService(t, memHarness{flaw: name})
+}
+
+// TestBrokenServices: each broken store fails the suite in the subtest
+// meant to catch it, without panicking.
+func TestBrokenServices(t *testing.T) {
+	if os.Getenv(flawEnv) != "" {
+		t.Skip("already the child process")
+	}
+	for _, f := range flaws {
+		t.Run(f.name, func(t *testing.T) {
+			parts := strings.Split(f.check, "/")
+			pattern := "^TestBrokenTarget$"
+			for _, p := range parts {
+				pattern += "/^" + regexp.QuoteMeta(p) + "$"
+			}
+			cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run="+pattern, "-test.count=1")
+			cmd.Env = append(os.Environ(), flawEnv+"="+f.name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed a store with flaw %s; %s should have failed. Output:\n%s", f.name, f.check, out)
+			}
+			if _, ok := err.(*exec.ExitError); !ok {
+				t.Fatalf("running the child test binary: %v", err)
+			}
+			if want := "--- FAIL: TestBrokenTarget/" + f.check + " "; !strings.Contains(string(out), want) {
+				t.Fatalf("flaw %s: the output lacks %q. Output:\n%s", f.name, want, out)
+			}
+			if strings.Contains(string(out), "panic:") {
+				t.Fatalf("flaw %s: %s panicked instead of failing. Output:\n%s", f.name, f.check, out)
+			}
+		})
+	}
+}
