@@ -554,3 +554,76 @@ func TestHTTPTimeoutsAndBodyLimit(t *testing.T) {
 		t.Errorf("ticket request with a 5000-byte body: status %d, want 413", resp.StatusCode)
 	}
 }
+
+// Read receipts are bounded per message: past ReadersPerMessage, further
+// readers are neither recorded nor announced.
+func TestReadReceiptsBounded(t *testing.T) {
+	e := newEnv(t, func(c *serverConfig) { c.ReadersPerMessage = 2 })
+	alice := e.join("r", "alice")
+	readers := []*wsClient{e.join("r", "bob"), e.join("r", "carol"), e.join("r", "dave")}
+	alice.send(map[string]string{"type": "chat.send", "text": "hello"})
+	id := alice.waitType("chat.message").MessageID
+	for _, r := range readers {
+		r.waitFor("alice's message", func(m msg) bool { return m.Type == "chat.message" && m.MessageID == id })
+		r.send(map[string]string{"type": "message.read", "messageId": id})
+		r.roundTrip()
+	}
+	var got []string
+	for _, m := range alice.roundTrip() {
+		if m.Type == "message.read" {
+			got = append(got, m.UserID)
+		}
+	}
+	if strings.Join(got, ",") != "bob,carol" {
+		t.Errorf("receipts announced: %v, want bob,carol (two readers kept per message)", got)
+	}
+	late := e.join("r", "erin")
+	h := late.waitType("chat.history")
+	if len(h.Messages) != 1 || strings.Join(h.Messages[0].ReadBy, ",") != "bob,carol" {
+		t.Errorf("history for a new socket: %s, want one message read by bob,carol", h.raw)
+	}
+}
+
+// lobby.state tells when each reconnecting member's grace runs out: from
+// the event that started it, and, on a process that did not see that
+// event, from the stored lobby.
+func TestReconnectDeadlineInState(t *testing.T) {
+	st := memstore.New()
+	clock := newEnvClock()
+	cfg := server.Config{Store: st, Authenticator: server.HeaderAuthenticator{}, Clock: clock, Policy: testPolicy(), PeerRefresh: true}
+	a := startEnv(t, cfg, nil)
+	alice := a.join("r", "alice")
+	bob := a.join("r", "bob")
+	bob.waitState("both", func(m msg) bool { return players(m) == "alice,bob" })
+	alice.conn.CloseNow()
+	m := bob.waitState("alice reconnecting", func(m msg) bool { return hasMember(m, "alice", "reconnecting") })
+	at, err := time.Parse(time.RFC3339Nano, m.At)
+	if err != nil {
+		t.Fatalf("at %q: %v", m.At, err)
+	}
+	want := at.Add(cfg.Policy.Grace).UTC().Format(time.RFC3339Nano)
+	reconnectBy := func(m msg, user string) string {
+		for _, p := range m.Members {
+			if p.UserID == user {
+				return p.ReconnectBy
+			}
+		}
+		return "(not a member)"
+	}
+	if got := reconnectBy(m, "alice"); got != want {
+		t.Errorf("alice's reconnectBy in the disconnected event: %q, want %q (the event's time plus the grace)", got, want)
+	}
+	if got := reconnectBy(m, "bob"); got != "" {
+		t.Errorf("online bob's reconnectBy: %q, want none", got)
+	}
+	if m.ServerTime != m.At {
+		t.Errorf("serverTime %q, want the clock's time %q", m.ServerTime, m.At)
+	}
+	// Another process that never saw alice leave.
+	b := startEnv(t, cfg, nil)
+	carol := b.join("r", "carol")
+	m = carol.waitState("three", func(m msg) bool { return players(m) == "alice,bob,carol" })
+	if got := reconnectBy(m, "alice"); got != want {
+		t.Errorf("alice's reconnectBy on another process: %q, want %q", got, want)
+	}
+}

@@ -196,10 +196,11 @@ func (e *env) snapshot(room string) lobby.Snapshot {
 
 // member is one entry of lobby.state's members.
 type member struct {
-	UserID  string `json:"userId"`
-	JoinSeq uint64 `json:"joinSeq"`
-	Status  string `json:"status"`
-	Host    bool   `json:"host"`
+	UserID      string `json:"userId"`
+	JoinSeq     uint64 `json:"joinSeq"`
+	Status      string `json:"status"`
+	Host        bool   `json:"host"`
+	ReconnectBy string `json:"reconnectBy"`
 }
 
 // msg is any server message, decoded loosely.
@@ -214,6 +215,7 @@ type msg struct {
 	SubjectID      *string  `json:"subjectId"`
 	PreviousHostID *string  `json:"previousHostId"`
 	At             string   `json:"at"`
+	ServerTime     string   `json:"serverTime"`
 
 	Code        string   `json:"code"`
 	RequestType string   `json:"requestType"`
