@@ -727,7 +727,9 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 	}
 	if n := len(res.Events); n > 0 {
 		e := res.Events[n-1]
-		c.offerState(e.Revision, encodeEvent(&e, s.deadlines.of(context.Background(), c.roomID, e.Members, &e), s.clock.Now()))
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		c.offerState(e.Revision, encodeEvent(&e, s.deadlines.of(ctx, c.roomID, e.Members, &e), s.clock.Now()))
+		cancel()
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		snap, err := s.svc.Snapshot(ctx, c.roomID)
