@@ -142,8 +142,8 @@ func TestSlowConsumerSendsCloseCode(t *testing.T) {
 		Policy:        testPolicy(),
 		SendQueue:     8,
 		MessageBurst:  1000,
-		FrameBurst:    1000,      // new API
-		CloseTimeout:  waitLimit, // new API
+		FrameBurst:    1000,     
+		CloseTimeout:  waitLimit,
 		WriteTimeout:  waitLimit,
 	}, func(ts *httptest.Server) { ts.Listener = smallBuffers{ts.Listener} })
 	alice := e.join("r", "alice")
@@ -298,9 +298,15 @@ func TestDefaultMemberCap(t *testing.T) {
 func TestTicketsPerUserCapped(t *testing.T) {
 	e := newEnv(t, nil)
 	refused := -1
+	var first string
 	for i := range 200 {
 		resp, body := e.requestTicket("r", "hoarder")
 		if resp.StatusCode == http.StatusCreated {
+			if first == "" {
+				var tr struct{ Ticket string }
+				_ = json.Unmarshal(body, &tr)
+				first = tr.Ticket
+			}
 			continue
 		}
 		if resp.StatusCode != http.StatusTooManyRequests || !strings.Contains(string(body), "too_many_tickets") {
@@ -315,15 +321,18 @@ func TestTicketsPerUserCapped(t *testing.T) {
 	if resp, body := e.requestTicket("r", "bob"); resp.StatusCode != http.StatusCreated {
 		t.Fatalf("another user's ticket: %d %s, want 201", resp.StatusCode, body)
 	}
-	// Redeeming one frees a place.
-	e.join("r", "bob")
+	// Using a ticket gives its place back.
+	e.joinWith("hoarder", "/ws?ticket="+url.QueryEscape(first))
+	if resp, body := e.requestTicket("r", "hoarder"); resp.StatusCode != http.StatusCreated {
+		t.Fatalf("ticket after redeeming one: %d %s, want 201", resp.StatusCode, body)
+	}
 }
 
 // Refusing over-rate messages costs the server at most one notice: a
 // burst far over the limit neither floods the sender with errors nor
 // gets its socket dropped.
 func TestRateLimitRefusalsDoNotAmplify(t *testing.T) {
-	e := newEnv(t, func(c *serverConfig) { c.FrameBurst = 1000 }) // new API
+	e := newEnv(t, func(c *serverConfig) { c.FrameBurst = 1000 })
 	alice := e.join("r", "alice")
 	alice.waitType("typing.state")
 	const burst = 170
@@ -342,7 +351,7 @@ func TestRateLimitRefusalsDoNotAmplify(t *testing.T) {
 // Binary and oversized frames spend the socket's message budget like any
 // other: after the budget is gone, a chat message is dropped.
 func TestEveryMessageCountsAgainstTheBudget(t *testing.T) {
-	e := newEnv(t, func(c *serverConfig) { c.MessageBurst = 10; c.FrameBurst = 1000 }) // new API
+	e := newEnv(t, func(c *serverConfig) { c.MessageBurst = 10; c.FrameBurst = 1000 })
 	alice := e.join("r", "alice")
 	alice.waitType("typing.state")
 	for range 5 {
@@ -376,7 +385,7 @@ func TestEveryMessageCountsAgainstTheBudget(t *testing.T) {
 // A ping storm is read at the socket's frame rate: once the burst is
 // spent, the server reads no further frame until the clock allows it.
 func TestPingFloodIsThrottled(t *testing.T) {
-	e := newEnv(t, func(c *serverConfig) { c.FrameBurst = 20; c.FrameRate = 10 }) // new API
+	e := newEnv(t, func(c *serverConfig) { c.FrameBurst = 20; c.FrameRate = 10 })
 	raw := e.dialRawSocket("/ws?ticket=" + url.QueryEscape(e.ticket("r", "storm")))
 	frames := raw.frames()
 	var flood []byte
@@ -423,7 +432,7 @@ func TestPingFloodIsThrottled(t *testing.T) {
 // A message that never ends (a text frame followed by empty continuation
 // frames forever) is throttled like any other frame stream.
 func TestContinuationFloodIsThrottled(t *testing.T) {
-	e := newEnv(t, func(c *serverConfig) { c.FrameBurst = 20; c.FrameRate = 10 }) // new API
+	e := newEnv(t, func(c *serverConfig) { c.FrameBurst = 20; c.FrameRate = 10 })
 	raw := e.dialRawSocket("/ws?ticket=" + url.QueryEscape(e.ticket("r", "storm")))
 	flood := clientFrame(false, opText, []byte(`{"type":`))
 	for range 200 {
