@@ -142,7 +142,7 @@ func TestSlowConsumerSendsCloseCode(t *testing.T) {
 		Policy:        testPolicy(),
 		SendQueue:     8,
 		MessageBurst:  1000,
-		FrameBurst:    1000,     
+		FrameBurst:    1000,
 		CloseTimeout:  waitLimit,
 		WriteTimeout:  waitLimit,
 	}, func(ts *httptest.Server) { ts.Listener = smallBuffers{ts.Listener} })
