@@ -17,6 +17,7 @@ require (
 	github.com/lobbyhost/lobbyhost/store/redisstore v0.0.0-00010101000000-000000000000
 	github.com/prometheus/client_golang v1.25.0
 	github.com/redis/rueidis v1.0.79
+	golang.org/x/time v0.16.0
 )
 
 require (

@@ -20,7 +20,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -110,9 +109,9 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 	fs.DurationVar(&o.grace, "grace", grace, "how long a dropped player keeps its place (and the host role) to reconnect (env LOBBYHOST_GRACE)")
 	fs.DurationVar(&o.heartbeatTTL, "heartbeat-ttl", ttl, "a socket that shows no sign of life for this long is ended; 0: only closes end sockets (env LOBBYHOST_HEARTBEAT_TTL)")
 	fs.DurationVar(&o.ticketTTL, "ticket-ttl", server.DefaultTicketTTL, "lifetime of a socket ticket")
-	fs.IntVar(&o.maxMembers, "max-members", 0, "most members per lobby, reconnecting ones included (0: no cap)")
+	fs.IntVar(&o.maxMembers, "max-members", server.DefaultMaxMembers, "most members per lobby, reconnecting ones included")
 	fs.IntVar(&o.maxTabs, "max-tabs", 0, "most sockets per player; more end the oldest (0: no cap)")
-	fs.StringVar(&o.origins, "allow-origins", "", "comma-separated extra browser origins (host patterns) allowed to use the API")
+	fs.StringVar(&o.origins, "allow-origins", "", "comma-separated browser origins (scheme://host[:port], wildcards allowed) that may use the API; default: the listen address, over http and https")
 	fs.BoolVar(&o.peerRefresh, "peer-refresh", true, "with postgres or redis, refresh local rooms when other processes write")
 	fs.StringVar(&o.pseudonymKey, "pseudonym-key", getenv("LOBBYHOST_PSEUDONYM_KEY"), "hex key (at least 16 bytes) for player pseudonyms in logs; random if empty (env LOBBYHOST_PSEUDONYM_KEY)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -215,10 +214,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	defer release()
 
-	var origins []string
-	for _, p := range strings.Split(o.origins, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			origins = append(origins, p)
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	origins := listenOrigins(ln.Addr())
+	if o.origins != "" {
+		origins = nil
+		for _, p := range strings.Split(o.origins, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				origins = append(origins, p)
+			}
 		}
 	}
 	srv, err := server.New(server.Config{
@@ -228,25 +235,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		Logger:         logger,
 		PseudonymKey:   key,
 		TicketTTL:      o.ticketTTL,
-		OriginPatterns: origins,
+		AllowedOrigins: origins,
 		PeerRefresh:    shared && o.peerRefresh,
 	})
 	if err != nil {
 		return err
 	}
-
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		return err
-	}
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		// net/http's own error log names client addresses; keep it out
-		// of the routine log.
-		ErrorLog: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
-	}
+	hs := srv.HTTPServer()
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
@@ -257,7 +252,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 
 	logger.Warn("DEMO AUTHENTICATION: the ticket endpoint believes the " + server.DemoUserHeader +
 		" header, so anybody can act as anybody. Put real authentication in front before exposing this server.")
-	logger.Info("serving", "addr", ln.Addr().String(), "store", o.storeKind,
+	logger.Info("serving", "addr", ln.Addr().String(), "origins", strings.Join(origins, ","), "store", o.storeKind,
 		"grace", policy.Grace, "heartbeat_ttl", policy.HeartbeatTTL, "peer_refresh", shared && o.peerRefresh)
 	fmt.Fprintf(stdout, "lobbyhost wsserver: open http://%s/ (demo sign-in; Ctrl-C to stop)\n", ln.Addr())
 
@@ -282,4 +277,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	return errors.Join(herr, serr)
+}
+
+// listenOrigins returns the browser origins of a listen address, over http
+// and https (TLS may be terminated in front of the server). An unspecified
+// host (":8080", "0.0.0.0:8080") is spelled as the loopback names a local
+// browser uses; anything else needs -allow-origins.
+func listenOrigins(addr net.Addr) []string {
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return nil
+	}
+	hosts := []string{host}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		hosts = []string{"localhost", "127.0.0.1", "[::1]"}
+	} else if ip != nil && ip.To4() == nil {
+		hosts = []string{"[" + host + "]"}
+	}
+	var out []string
+	for _, scheme := range []string{"http", "https"} {
+		for _, h := range hosts {
+			out = append(out, scheme+"://"+h+":"+port)
+		}
+	}
+	return out
 }

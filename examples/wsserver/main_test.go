@@ -245,6 +245,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"zero grace", []string{"-grace", "0"}, nil},
 		{"bad log level", []string{"-log-level", "loud"}, nil},
 		{"stray argument", []string{"extra"}, nil},
+		{"origin without a scheme", []string{"-allow-origins", "lobby.example.com"}, nil},
 		{"unknown store from the environment", nil, map[string]string{"LOBBYHOST_STORE": "mongo"}},
 		{"bad grace from the environment", nil, map[string]string{"LOBBYHOST_GRACE": "soon"}},
 		{"negative TTL from the environment", nil, map[string]string{"LOBBYHOST_HEARTBEAT_TTL": "-1s"}},
@@ -353,4 +354,43 @@ func TestTwoProcessesOnRedis(t *testing.T) {
 		}
 	})
 	twoProcesses(t, map[string]string{"LOBBYHOST_REDIS_ADDR": addr}, "-store", "redis", "-redis-prefix", prefix)
+}
+
+// The command allows browsers on its own listen address, over http and
+// https, and no other origin; -allow-origins replaces that list.
+func TestRunAllowsItsOwnOrigin(t *testing.T) {
+	status := func(base, origin string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/rooms/r/socket-ticket", nil)
+		req.Header.Set("X-Authenticated-User", "alice")
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("POST: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	p := start(t, map[string]string{})
+	host := strings.TrimPrefix(p.base, "http://")
+	for origin, want := range map[string]int{
+		"http://" + host:              http.StatusCreated,
+		"https://" + host:             http.StatusCreated,
+		"http://rebound.example:8080": http.StatusForbidden,
+	} {
+		if got := status(p.base, origin); got != want {
+			t.Errorf("default origins: ticket from %s: %d, want %d", origin, got, want)
+		}
+	}
+	q := start(t, map[string]string{}, "-allow-origins", "https://lobby.example.com, https://*.games.example")
+	for origin, want := range map[string]int{
+		"https://lobby.example.com":                       http.StatusCreated,
+		"https://eu.games.example":                        http.StatusCreated,
+		"http://lobby.example.com":                        http.StatusForbidden,
+		"http://" + strings.TrimPrefix(q.base, "http://"): http.StatusForbidden,
+	} {
+		if got := status(q.base, origin); got != want {
+			t.Errorf("-allow-origins: ticket from %s: %d, want %d", origin, got, want)
+		}
+	}
 }

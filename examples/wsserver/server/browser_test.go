@@ -47,11 +47,15 @@ func artifactPath(t *testing.T, name string) string {
 }
 
 // The page in a real browser: two players in one room; the host's page is
-// closed, and once the grace has passed the other page shows its player as
-// host. Along the way: chat, typing and read receipts between the pages.
+// closed, the other page counts down the host's grace, and once it has
+// passed shows its player as host. Along the way: chat, typing and read
+// receipts between the pages. Then the page's own socket goes: it shows
+// that it is disconnected and offers no host action; and when another tab
+// of its user supersedes it, it shows that and does not take the place
+// back.
 func TestBrowserHostSuccession(t *testing.T) {
 	chromium := findChromium(t)
-	e := newEnv(t, nil)
+	e := newEnv(t, func(c *serverConfig) { c.Policy.MaxConnectionsPerPlayer = 1 })
 
 	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(chromium),
@@ -124,6 +128,18 @@ func TestBrowserHostSuccession(t *testing.T) {
 	if got := e.snapshot("lobby-1"); got.Host != "alice" {
 		t.Fatalf("host during alice's grace: %q, want alice", got.Host)
 	}
+	// A countdown to alice's reconnect deadline: the grace from when she
+	// left, on the server's (fake) clock.
+	countdown := `document.querySelector('#members li[data-user="alice"] .countdown')`
+	waitJS(bob, "alice's countdown", countdown+` && /^[0-9]+ s left$/.test(`+countdown+`.textContent)`)
+	deadline, err := chromedp.Run(bob, chromedp.Evaluate[string](countdown+`.dataset.deadline`))
+	if want := epoch.Add(e.cfg.Policy.Grace).UTC().Format(time.RFC3339Nano); err != nil || deadline != want {
+		t.Errorf("alice's reconnect deadline on bob's page: %q (%v), want %q", deadline, err, want)
+	}
+	left, err := chromedp.Run(bob, chromedp.Evaluate[string](countdown+`.textContent`))
+	if err != nil || (left != "8 s left" && left != "7 s left") {
+		t.Errorf("alice's countdown right after she left: %q (%v), want the grace, 8 s (7 s if a second passed)", left, err)
+	}
 	screenshot(t, bob, "wsserver-browser-grace.png", "bob's page during alice's grace")
 
 	e.advanceUntil(e.cfg.Policy.Grace, func(d time.Duration) bool {
@@ -146,12 +162,44 @@ func TestBrowserHostSuccession(t *testing.T) {
 	waitJS(bob, "the stale state ignored", `window.lobbyhost.view().ignored >= 1 && window.lobbyhost.view().highest === 4 && `+
 		member("bob", ".host")+` && !`+member("alice", ""))
 
-	// Drop the socket and reconnect: bob stays host through it.
+	// carol joins: bob, hosting, may hand her the role.
+	carol := e.join("lobby-1", "carol")
+	waitJS(bob, "carol with a Make host button", member("carol", "")+` && !!document.querySelector('#members li[data-user="carol"] .make-host')`)
+
+	// bob's own socket goes. His page says so, and claims nothing: not the
+	// host role, no Make host button, the list marked as out of date.
 	run(bob, "drop", chromedp.Click("#drop"))
 	waitJS(bob, "disconnected", `document.querySelector('#conn-status').dataset.state === 'disconnected'`)
+	notHosting := `document.querySelector('#role').dataset.role !== 'host' && ` +
+		`!document.querySelector('#role').textContent.includes('You are the host') && ` +
+		`document.querySelectorAll('.make-host').length === 0 && ` +
+		`document.querySelector('#members').classList.contains('stale')`
+	waitJS(bob, "no host claim while disconnected", notHosting+` && document.querySelector('#role').dataset.role === 'disconnected'`)
+	gone := carol.waitState("bob reconnecting", func(m msg) bool { return hasMember(m, "bob", "reconnecting") })
+	if gone.host() != "bob" {
+		t.Errorf("host during bob's grace: %q, want bob", gone.host())
+	}
+	screenshot(t, bob, "wsserver-browser-disconnected.png", "bob's page with its socket dropped")
+
 	run(bob, "reconnect", chromedp.Click("#reconnect"))
 	waitJS(bob, "back online as host", `document.querySelector('#conn-status').dataset.state === 'connected' && `+
-		`document.querySelector('#revision').textContent === '6' && `+member("bob", ".host:not(.reconnecting)"))
+		`document.querySelector('#revision').textContent === '7' && `+member("bob", ".host:not(.reconnecting)")+
+		` && !!document.querySelector('#members li[data-user="carol"] .make-host')`)
+
+	// Another tab of bob's (a client of its own, as if on another page or
+	// server) supersedes the page: the page shows that it was removed and
+	// does not reconnect, which would supersede the other tab in turn.
+	other := e.join("lobby-1", "bob")
+	waitJS(bob, "superseded", `document.querySelector('#conn-status').dataset.state === 'removed' && `+
+		`!window.lobbyhost.view().retryScheduled && `+notHosting)
+	screenshot(t, bob, "wsserver-browser-superseded.png", "bob's page superseded by another tab")
+	if got := other.roundTrip(); len(got) > 0 {
+		for _, m := range got {
+			if m.Type == "lobby.state" && !hasMember(m, "bob", "online") {
+				t.Errorf("bob's newer tab saw %s", m.view())
+			}
+		}
+	}
 }
 
 // screenshot saves a PNG of the page as a test artifact.

@@ -22,18 +22,21 @@ import (
 // that enqueues ever blocks: a full queue closes the socket.
 type client struct {
 	s      *Server
-	conn   *websocket.Conn
 	room   *room
 	roomID string
 	user   string
+	// conn and raw (the connection under it) are set once the upgrade is
+	// complete, before the reader and the writer start.
+	conn *websocket.Conn
+	raw  *frameMeter
 
 	send chan []byte
 	// ping paces the server's pings. It is created with the client, before
 	// the join, so that a fake clock advanced after the join always finds
 	// it.
 	ping clockwork.Ticker
-	// ctx is cancelled for a hard close (slow consumer, write failure):
-	// it aborts a blocked read or write at once.
+	// ctx is cancelled to abort a read or write in progress: at once when
+	// the socket is torn down, CloseTimeout after a kick for a failure.
 	ctx    context.Context
 	cancel context.CancelFunc
 	// done is closed by kick; the writer then closes the socket.
@@ -42,10 +45,12 @@ type client struct {
 
 	mu          sync.Mutex
 	gen         uint64
-	highest     uint64 // highest lobby revision sent
+	highest     uint64 // highest lobby revision queued
 	hasState    bool
 	ready       bool // receives chat, receipts and typing
 	kicked      bool
+	hard        bool // the kick was for a failure: no flush, short close
+	abort       *time.Timer
 	closeCode   websocket.StatusCode
 	closeReason string
 
@@ -53,26 +58,26 @@ type client struct {
 	lastBeat time.Time
 
 	// Owned by the handler goroutine.
-	msgBucket, typingBucket bucket
-	buf                     []byte
+	msgLimit, typingLimit limiter
+	noticed               bool // a rate_limited notice went out since the last accepted message
+	buf                   []byte
 }
 
-func newClient(s *Server, conn *websocket.Conn, room, user string) *client {
+func newClient(s *Server, room, user string) *client {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &client{
-		s:            s,
-		conn:         conn,
-		roomID:       room,
-		user:         user,
-		send:         make(chan []byte, s.cfg.SendQueue),
-		ping:         s.clock.NewTicker(s.cfg.PingInterval),
-		ctx:          ctx,
-		cancel:       cancel,
-		done:         make(chan struct{}),
-		writerDone:   make(chan struct{}),
-		msgBucket:    newBucket(s.cfg.MessageRate, s.cfg.MessageBurst),
-		typingBucket: newBucket(s.cfg.TypingRate, s.cfg.TypingBurst),
-		buf:          make([]byte, s.cfg.MaxMessageBytes+1),
+		s:           s,
+		roomID:      room,
+		user:        user,
+		send:        make(chan []byte, s.cfg.SendQueue),
+		ping:        s.clock.NewTicker(s.cfg.PingInterval),
+		ctx:         ctx,
+		cancel:      cancel,
+		done:        make(chan struct{}),
+		writerDone:  make(chan struct{}),
+		msgLimit:    newLimiter(s.clock, s.cfg.MessageRate, s.cfg.MessageBurst),
+		typingLimit: newLimiter(s.clock, s.cfg.TypingRate, s.cfg.TypingBurst),
+		buf:         make([]byte, s.cfg.MaxMessageBytes+1),
 	}
 }
 
@@ -149,9 +154,11 @@ func (c *client) enqueueLocked(msg []byte, lossy bool) {
 	}
 }
 
-// kick asks the writer to close the socket with code and reason. A hard
-// kick aborts reads and writes in progress (the close frame may then not
-// reach the peer). Only the first kick counts.
+// kick asks the writer to close the socket with code and reason. A soft
+// kick lets the writer flush what is queued first. A hard kick (a failure:
+// slow consumer, ping timeout) skips the queue; the write in progress and
+// the close frame get CloseTimeout, then the connection is cut. Only the
+// first kick counts.
 func (c *client) kick(code websocket.StatusCode, reason string, hard bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -162,17 +169,27 @@ func (c *client) kickLocked(code websocket.StatusCode, reason string, hard bool)
 	if c.kicked {
 		return
 	}
-	c.kicked, c.closeCode, c.closeReason = true, code, reason
+	c.kicked, c.hard, c.closeCode, c.closeReason = true, hard, code, reason
 	close(c.done)
 	if hard {
-		c.cancel()
+		c.abort = time.AfterFunc(c.s.cfg.CloseTimeout, c.cancel)
 	}
 }
 
-func (c *client) closeStatus() (websocket.StatusCode, string) {
+func (c *client) closeStatus() (websocket.StatusCode, string, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.closeCode, c.closeReason
+	return c.closeCode, c.closeReason, c.hard
+}
+
+// stop releases the client's timers and aborts whatever is still running.
+func (c *client) stop() {
+	c.mu.Lock()
+	if c.abort != nil {
+		c.abort.Stop()
+	}
+	c.mu.Unlock()
+	c.cancel()
 }
 
 // writeLoop sends queued messages and pings until kicked, then closes the
@@ -182,13 +199,18 @@ func (c *client) writeLoop() {
 	defer c.ping.Stop()
 	for {
 		select {
+		case <-c.done: // a kick wins over what is queued
+			c.closeConn()
+			return
+		default:
+		}
+		select {
 		case <-c.done:
 			c.closeConn()
 			return
 		case msg := <-c.send:
 			if err := c.write(msg); err != nil {
-				c.kick(websocket.StatusAbnormalClosure, "write failed", true)
-				c.conn.CloseNow()
+				c.writeFailed()
 				return
 			}
 		case <-c.ping.Chan():
@@ -197,12 +219,19 @@ func (c *client) writeLoop() {
 			cancel()
 			if err != nil {
 				c.kick(ClosePingTimeout, "ping timeout", true)
-				c.conn.CloseNow()
+				c.closeConn()
 				return
 			}
 			c.heartbeat()
 		}
 	}
+}
+
+// writeFailed tears down a socket whose write failed: the library has
+// closed the connection already, no close frame can follow.
+func (c *client) writeFailed() {
+	c.kick(websocket.StatusAbnormalClosure, "write failed", true)
+	c.conn.CloseNow()
 }
 
 func (c *client) write(msg []byte) error {
@@ -211,14 +240,17 @@ func (c *client) write(msg []byte) error {
 	return c.conn.Write(ctx, websocket.MessageText, msg)
 }
 
-// closeConn flushes what is queued (unless the kick was hard) and closes
-// the socket with the kick's status.
+// closeConn sends the kick's close code in a close frame and closes the
+// socket. After a soft kick it first flushes what is queued. The close
+// handshake gets CloseTimeout; then the connection is cut, so a client
+// that does not answer costs no more than that.
 func (c *client) closeConn() {
+	code, reason, hard := c.closeStatus()
 	if c.ctx.Err() != nil {
 		c.conn.CloseNow()
 		return
 	}
-	for flushing := true; flushing; {
+	for flushing := !hard; flushing; {
 		select {
 		case msg := <-c.send:
 			if c.write(msg) != nil {
@@ -229,12 +261,29 @@ func (c *client) closeConn() {
 			flushing = false
 		}
 	}
-	code, reason := c.closeStatus()
-	c.conn.Close(code, reason)
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		_ = c.conn.Close(code, reason)
+	}()
+	t := time.NewTimer(c.s.cfg.CloseTimeout)
+	defer t.Stop()
+	select {
+	case <-closed:
+		return
+	case <-t.C:
+	case <-c.ctx.Done():
+	}
+	// The library's Close is stuck on a peer that neither reads nor
+	// answers: cut the connection under it.
+	_ = c.raw.Close()
+	<-closed
 }
 
 // readLoop reads client messages until the socket fails or closes, and
-// returns the error that ended it.
+// returns the error that ended it. Every frame has passed the frame budget
+// (frameMeter) before the library sees it; every data message, whatever
+// its kind or size, then spends the message budget.
 func (c *client) readLoop() error {
 	for {
 		typ, r, err := c.conn.Reader(c.ctx)
@@ -242,6 +291,7 @@ func (c *client) readLoop() error {
 			return err
 		}
 		n, err := io.ReadFull(r, c.buf)
+		tooLarge := false
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 			// The whole frame fits.
@@ -252,15 +302,35 @@ func (c *client) readLoop() error {
 			if _, err := io.Copy(io.Discard, r); err != nil {
 				return err
 			}
+			tooLarge = true
+		}
+		if !c.msgLimit.allow() {
+			c.overRate("")
+			continue
+		}
+		c.noticed = false
+		switch {
+		case tooLarge:
 			c.refuse(refuse(CodeTooLarge, "message exceeds the size limit"))
-			continue
-		}
-		if typ != websocket.MessageText {
+		case typ != websocket.MessageText:
 			c.refuse(refuse(CodeUnsupported, "binary messages are not supported"))
-			continue
+		default:
+			c.handle(c.buf[:n])
 		}
-		c.handle(c.buf[:n])
 	}
+}
+
+// overRate drops a message over the socket's rate. The first one after an
+// accepted message is answered with one rate_limited error; later ones are
+// dropped without a word, so a flood never costs more replies than the
+// messages the server accepted.
+func (c *client) overRate(requestType string) {
+	c.s.metrics.clientRefused.WithLabelValues(CodeRateLimited).Inc()
+	if c.noticed {
+		return
+	}
+	c.noticed = true
+	c.enqueue(encodeError(CodeRateLimited, "too many messages: further ones are dropped without reply until the rate falls", requestType))
 }
 
 func (c *client) refuse(r *refusal) {
@@ -268,14 +338,8 @@ func (c *client) refuse(r *refusal) {
 	c.enqueue(encodeError(r.code, r.msg, r.requestType))
 }
 
-// handle acts on one text frame. roomID and user come from the ticket;
-// nothing in the frame can change them.
 func (c *client) handle(data []byte) {
 	now := c.s.clock.Now()
-	if !c.msgBucket.allow(now) {
-		c.refuse(refuse(CodeRateLimited, "too many messages"))
-		return
-	}
 	m, ref := decodeClientMsg(data, c.roomID, c.user)
 	if ref != nil {
 		c.refuse(ref)
@@ -297,8 +361,8 @@ func (c *client) handle(data []byte) {
 			c.refuse(withType(refuse(CodeBadField, `"typing" (true or false) is required`)))
 			return
 		}
-		if !c.typingBucket.allow(now) {
-			c.refuse(withType(refuse(CodeRateLimited, "too many typing updates")))
+		if !c.typingLimit.allow() {
+			c.overRate(m.Type)
 			return
 		}
 		c.room.setTyping(c.user, *typing, now, c.s.cfg.TypingTTL)
@@ -415,8 +479,33 @@ func (c *client) heartbeat() {
 		return
 	}
 	if res.Outcome == lobby.OutcomeStale {
+		if c.superseded(ctx) {
+			c.kick(CloseSuperseded, "superseded by a newer connection", false)
+			return
+		}
 		c.kick(CloseRejoin, "connection ended; rejoin", false)
 	}
+}
+
+// superseded guesses why the lobby ended this socket's generation without
+// this process hearing of it (another process committed it): with a tab
+// cap, a member that is online on another connection was superseded by it.
+// Telling that tab to rejoin would make it supersede the other in turn,
+// and two pages would take turns for ever.
+func (c *client) superseded(ctx context.Context) bool {
+	if c.s.cfg.Policy.MaxConnectionsPerPlayer == 0 {
+		return false
+	}
+	snap, err := c.s.svc.Snapshot(ctx, c.roomID)
+	if err != nil {
+		return false
+	}
+	for _, m := range snap.Members {
+		if m.Player == c.user {
+			return m.Status == lobby.StatusOnline
+		}
+	}
+	return false
 }
 
 func (c *client) setLastBeat(t time.Time) {

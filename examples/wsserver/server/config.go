@@ -20,9 +20,14 @@ type Config struct {
 	// nothing survives a restart).
 	Store store.Store
 
-	// Policy is the lobby policy. If Policy.Grace is zero (an unset
-	// policy: a valid one has a positive grace), lobby.DefaultPolicy() is
-	// used.
+	// Policy is the lobby policy. Only its zero fields are filled in, the
+	// fields set are kept: a zero Grace means the durations were not set,
+	// and Grace and HeartbeatTTL become lobby.DefaultPolicy's (to turn
+	// heartbeat deadlines off, set a Grace and leave HeartbeatTTL zero); a
+	// zero MaxMembers becomes DefaultMaxMembers (the server does not serve
+	// rooms without a member cap: set a large one if you must); a zero
+	// MaxConnectionsPerPlayer and Succession keep the lobby's meaning (no
+	// tab cap, earliest join first).
 	Policy lobby.Policy
 
 	// Authenticator says who asks for a ticket. Required.
@@ -47,11 +52,21 @@ type Config struct {
 	Observer lobby.Observer
 
 	// Tickets issues and redeems socket tickets. Default: MemoryTickets
-	// with TicketTTL on Clock.
+	// with TicketTTL, TicketsPerUser and MaxTickets on Clock. A Tickets
+	// that also has a Collect(now time.Time) method is collected on a
+	// timer (every TicketTTL, at most every minute).
 	Tickets Tickets
 	// TicketTTL is the lifetime of a ticket from MemoryTickets. Default
 	// DefaultTicketTTL (30 s).
 	TicketTTL time.Duration
+	// TicketsPerUser is how many unredeemed, unexpired tickets one user
+	// may hold; more are refused with 429 too_many_tickets. Default
+	// DefaultTicketsPerUser.
+	TicketsPerUser int
+	// MaxTickets bounds the tickets MemoryTickets remembers in all (issued
+	// and not yet expired, redeemed or not); more are refused with 503.
+	// Default DefaultMaxTickets.
+	MaxTickets int
 
 	// PingInterval is how often the server pings each socket; each pong is
 	// a heartbeat. Default: a third of the policy's heartbeat TTL, or 20 s
@@ -65,6 +80,12 @@ type Config struct {
 	// WriteTimeout bounds one write to a socket, on the real clock.
 	// Default 10 s.
 	WriteTimeout time.Duration
+	// CloseTimeout bounds a close the server initiates because something
+	// went wrong (ping timeout, slow consumer, a write that failed): the
+	// write in progress and the close frame carrying the close code get
+	// this long, on the real clock, then the connection is cut. Default
+	// 2 s.
+	CloseTimeout time.Duration
 
 	// SendQueue is how many messages may wait for one socket. When it is
 	// full, typing indicators for that socket are dropped and anything
@@ -86,25 +107,59 @@ type Config struct {
 	// a socket when it attaches. Default 100.
 	ChatHistory int
 
-	// MessageRate and MessageBurst bound how many messages per second one
-	// socket may send (a token bucket on Clock); excess messages are
-	// refused with rate_limited. Defaults 20 and 40.
+	// ReadersPerMessage bounds the read receipts kept (and sent) per chat
+	// message; later readers are not recorded. Default 64.
+	ReadersPerMessage int
+
+	// FrameRate and FrameBurst bound how many WebSocket frames per second
+	// the server reads from one socket: every frame counts, pings, pongs,
+	// close and continuation frames, binary and oversized ones included
+	// (a token bucket, golang.org/x/time/rate, on Clock). Beyond it the
+	// server stops reading that socket until the bucket refills: nothing is
+	// refused and nothing is answered, the sender is just slowed down.
+	// Defaults 50 and 100.
+	FrameRate  float64
+	FrameBurst int
+	// MessageRate and MessageBurst bound how many data messages (text,
+	// binary, oversized alike) per second one socket may send; excess
+	// messages are dropped. The first dropped message after an accepted
+	// one is answered with one rate_limited error, later ones are dropped
+	// silently, so refusals never cost more than the messages let through.
+	// Defaults 20 and 40.
 	MessageRate  float64
 	MessageBurst int
-	// TypingRate and TypingBurst bound typing.set messages further.
-	// Defaults 2 and 4.
+	// TypingRate and TypingBurst bound typing.set messages further; excess
+	// updates are refused like excess messages. Defaults 2 and 4.
 	TypingRate  float64
 	TypingBurst int
 	// TypingTTL is how long a typing indicator lasts without a refresh, for
 	// typing.state sent to sockets that attach. Default 6 s.
 	TypingTTL time.Duration
 
-	// OriginPatterns lists extra browser origins (host patterns, as
-	// coder/websocket's AcceptOptions.OriginPatterns) allowed to open
-	// sockets and, through CORS, to ask for tickets. The server's own
-	// origin is always allowed; requests without an Origin header
-	// (non-browser clients) are not affected.
-	OriginPatterns []string
+	// AllowedOrigins lists the browser origins allowed to open sockets
+	// and to ask for tickets (with CORS answers for those not served by
+	// this server). Each entry is an origin as browsers send it,
+	// scheme://host[:port], and may use path.Match wildcards
+	// ("https://*.example.com"); entries are compared case-insensitively
+	// with the request's Origin header, never with its Host header (which
+	// a DNS-rebinding page controls). A request with an Origin header not
+	// listed is refused with 403. Requests without one (non-browser
+	// clients) are not affected. Empty: no browser may use the server;
+	// the command fills in its listen address. Behind a proxy, list the
+	// public origin(s) users load the page from.
+	AllowedOrigins []string
+
+	// Timeouts of the http.Server returned by HTTPServer: how long a
+	// client may take to send the request headers, the whole request
+	// (body included; sockets are exempt once upgraded), and how long an
+	// idle keep-alive connection is kept. Defaults 5 s, 15 s and 60 s.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	IdleTimeout       time.Duration
+	// MaxHeaderBytes bounds request headers (default 16 KiB) and
+	// MaxBodyBytes request bodies (default 4 KiB; no endpoint reads one).
+	MaxHeaderBytes int
+	MaxBodyBytes   int64
 
 	// PeerRefresh subscribes to the store's change notifications (if the
 	// store is a store.Notifier) and refreshes the rooms this process has
@@ -128,7 +183,14 @@ func (c *Config) fill() error {
 		c.Store = memstore.New()
 	}
 	if c.Policy.Grace == 0 {
-		c.Policy = lobby.DefaultPolicy()
+		def := lobby.DefaultPolicy()
+		c.Policy.Grace = def.Grace
+		if c.Policy.HeartbeatTTL == 0 {
+			c.Policy.HeartbeatTTL = def.HeartbeatTTL
+		}
+	}
+	if c.Policy.MaxMembers == 0 {
+		c.Policy.MaxMembers = DefaultMaxMembers
 	}
 	if err := c.Policy.Validate(); err != nil {
 		return err
@@ -142,8 +204,14 @@ func (c *Config) fill() error {
 	if c.TicketTTL == 0 {
 		c.TicketTTL = DefaultTicketTTL
 	}
+	if c.TicketsPerUser == 0 {
+		c.TicketsPerUser = DefaultTicketsPerUser
+	}
+	if c.MaxTickets == 0 {
+		c.MaxTickets = DefaultMaxTickets
+	}
 	if c.Tickets == nil {
-		t, err := NewMemoryTickets(c.Clock, c.TicketTTL, 0)
+		t, err := NewMemoryTickets(c.Clock, c.TicketTTL, c.MaxTickets, c.TicketsPerUser)
 		if err != nil {
 			return err
 		}
@@ -160,6 +228,33 @@ func (c *Config) fill() error {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 10 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 2 * time.Second
+	}
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = 5 * time.Second
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 15 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = time.Minute
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = 16 << 10
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 4 << 10
+	}
+	if c.ReadersPerMessage == 0 {
+		c.ReadersPerMessage = 64
+	}
+	if c.FrameRate == 0 {
+		c.FrameRate = 50
+	}
+	if c.FrameBurst == 0 {
+		c.FrameBurst = 100
 	}
 	if c.SendQueue == 0 {
 		c.SendQueue = 128
@@ -198,9 +293,12 @@ func (c *Config) fill() error {
 		c.RoomLinger = c.Policy.Grace + time.Minute
 	}
 	switch {
-	case c.PingInterval < 0, c.PingTimeout < 0, c.WriteTimeout < 0, c.TicketTTL < 0,
-		c.TypingTTL < 0, c.PeerRefreshInterval < 0, c.RoomLinger < 0:
+	case c.PingInterval < 0, c.PingTimeout < 0, c.WriteTimeout < 0, c.CloseTimeout < 0, c.TicketTTL < 0,
+		c.TypingTTL < 0, c.PeerRefreshInterval < 0, c.RoomLinger < 0,
+		c.ReadHeaderTimeout < 0, c.ReadTimeout < 0, c.IdleTimeout < 0:
 		return errors.New("server: durations must not be negative")
+	case c.MaxHeaderBytes < 0 || c.MaxBodyBytes < 0 || c.ReadersPerMessage < 0 || c.TicketsPerUser < 0 || c.MaxTickets < 0:
+		return errors.New("server: limits must not be negative")
 	case c.SendQueue < 8:
 		return fmt.Errorf("server: SendQueue must be at least 8, got %d", c.SendQueue)
 	case c.MaxMessageBytes < 256:
@@ -211,10 +309,28 @@ func (c *Config) fill() error {
 		return errors.New("server: MaxChatBytes must be between 1 and MaxMessageBytes")
 	case c.ChatHistory < 1:
 		return errors.New("server: ChatHistory must be positive")
-	case c.MessageRate < 0 || c.MessageBurst < 1 || c.TypingRate < 0 || c.TypingBurst < 1:
+	case c.MessageRate < 0 || c.MessageBurst < 1 || c.TypingRate < 0 || c.TypingBurst < 1 || c.FrameRate < 0 || c.FrameBurst < 1:
 		return errors.New("server: rates must not be negative and bursts must be positive")
 	case c.PseudonymKey != nil && len(c.PseudonymKey) < 16:
 		return errors.New("server: PseudonymKey must be at least 16 bytes")
 	}
+	for _, o := range c.AllowedOrigins {
+		if err := checkOriginPattern(o); err != nil {
+			return err
+		}
+	}
 	return nil
 }
+
+// Defaults of Config.
+const (
+	// DefaultMaxMembers is the member cap of a room when the policy sets
+	// none.
+	DefaultMaxMembers = 64
+	// DefaultTicketsPerUser is how many outstanding tickets one user may
+	// hold.
+	DefaultTicketsPerUser = 8
+	// DefaultMaxTickets is how many tickets MemoryTickets remembers at
+	// most.
+	DefaultMaxTickets = 1 << 16
+)

@@ -15,10 +15,11 @@
 //     A ticket is good for one upgrade, for that user and that room only,
 //     for a short time (Config.TicketTTL).
 //  2. The client opens a WebSocket with ?ticket=... on any path. The server
-//     redeems the ticket, accepts the upgrade and joins the user to the
-//     lobby, which allocates a connection generation for this socket. The
-//     room and the user come from the ticket, never from the client's
-//     messages.
+//     checks the Origin against Config.AllowedOrigins, redeems the ticket,
+//     joins the user to the lobby (which allocates a connection generation
+//     for this socket) and only then completes the upgrade: a client whose
+//     upgrade completed is in the lobby. The room and the user come from
+//     the ticket, never from the client's messages.
 //  3. The socket first receives the lobby's current state (a lobby.state
 //     message), then chat history and who is typing. Every committed change
 //     of the lobby afterwards reaches every socket of the room as another
@@ -49,5 +50,8 @@
 //
 // It does not authenticate anybody by itself: the HeaderAuthenticator used
 // by the demo trusts a request header and is only fit for a demo behind
-// nothing. It keeps chat in memory, bounded, per process.
+// nothing. It keeps chat in memory, bounded, per process. It limits what
+// one socket, one user and one room may cost (frame and message budgets,
+// ticket caps, a member cap, HTTP timeouts through HTTPServer), but keeps
+// no per-address limits: put those in the proxy in front.
 package server

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -64,14 +67,20 @@ func newEnv(t *testing.T, mutate func(*server.Config)) *env {
 // startEnv starts a server for cfg; wrap, if set, wraps the test listener.
 func startEnv(t *testing.T, cfg server.Config, wrap func(*httptest.Server)) *env {
 	t.Helper()
+	ts := httptest.NewUnstartedServer(nil)
+	if wrap != nil {
+		wrap(ts)
+	}
+	if cfg.AllowedOrigins == nil {
+		// What the command allows by default: its listen address.
+		addr := ts.Listener.Addr().String()
+		cfg.AllowedOrigins = []string{"http://" + addr, "https://" + addr}
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
-	ts := httptest.NewUnstartedServer(srv.Handler())
-	if wrap != nil {
-		wrap(ts)
-	}
+	ts.Config = srv.HTTPServer()
 	ts.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -187,10 +196,11 @@ func (e *env) snapshot(room string) lobby.Snapshot {
 
 // member is one entry of lobby.state's members.
 type member struct {
-	UserID  string `json:"userId"`
-	JoinSeq uint64 `json:"joinSeq"`
-	Status  string `json:"status"`
-	Host    bool   `json:"host"`
+	UserID      string `json:"userId"`
+	JoinSeq     uint64 `json:"joinSeq"`
+	Status      string `json:"status"`
+	Host        bool   `json:"host"`
+	ReconnectBy string `json:"reconnectBy"`
 }
 
 // msg is any server message, decoded loosely.
@@ -205,6 +215,7 @@ type msg struct {
 	SubjectID      *string  `json:"subjectId"`
 	PreviousHostID *string  `json:"previousHostId"`
 	At             string   `json:"at"`
+	ServerTime     string   `json:"serverTime"`
 
 	Code        string   `json:"code"`
 	RequestType string   `json:"requestType"`
@@ -214,6 +225,7 @@ type msg struct {
 	Typing      bool     `json:"typing"`
 	UserIDs     []string `json:"userIds"`
 	Connection  uint64   `json:"connection"`
+	GraceMs     int64    `json:"graceMs"`
 	Messages    []struct {
 		MessageID string   `json:"messageId"`
 		UserID    string   `json:"userId"`
@@ -423,6 +435,24 @@ func (c *wsClient) roundTrip() []msg {
 	}
 }
 
+// drain sends a chat message as a marker and returns every message
+// received before it came back: everything the server had queued for this
+// socket by then, pongs included. The chat message must pass the rate
+// limits.
+func (c *wsClient) drain() []msg {
+	c.t.Helper()
+	marker := fmt.Sprintf("end of drain %d", time.Now().UnixNano())
+	c.send(map[string]string{"type": "chat.send", "text": marker})
+	var before []msg
+	for {
+		m := c.next()
+		if m.Type == "chat.message" && m.Text == marker {
+			return before
+		}
+		before = append(before, m)
+	}
+}
+
 // statesSince returns the views of the lobby states received with a
 // revision of at least from.
 func (c *wsClient) statesSince(from uint64) []string {
@@ -513,4 +543,23 @@ func contextWithLimit() (context.Context, context.CancelFunc) {
 
 func dialWithOrigin(ctx context.Context, u, origin string) (*websocket.Conn, *http.Response, error) {
 	return websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {origin}}})
+}
+
+func newEnvClock() *clockwork.FakeClock { return clockwork.NewFakeClockAt(epoch) }
+
+// testSeed returns the seed for a randomised test: LOBBYHOST_SEED if set,
+// else a fresh one. It logs the seed so that a failure can be replayed.
+func testSeed(t *testing.T) uint64 {
+	t.Helper()
+	if s := os.Getenv("LOBBYHOST_SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("LOBBYHOST_SEED=%q: %v", s, err)
+		}
+		t.Logf("seed %d (from LOBBYHOST_SEED)", seed)
+		return seed
+	}
+	seed := rand.Uint64()
+	t.Logf("seed %d (replay with LOBBYHOST_SEED=%d)", seed, seed)
+	return seed
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -81,16 +82,19 @@ func TestEncodeEvent(t *testing.T) {
 		At:      time.Date(2030, 1, 1, 0, 0, 8, 0, time.UTC),
 	}
 	var got map[string]any
-	if err := json.Unmarshal(encodeEvent(&e), &got); err != nil {
+	now := time.Date(2030, 1, 1, 0, 0, 9, 0, time.UTC)
+	deadlines := map[string]time.Time{"carol": time.Date(2030, 1, 1, 0, 0, 12, 0, time.UTC), "bob": now}
+	if err := json.Unmarshal(encodeEvent(&e, deadlines, now), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{
 		"type": "lobby.state", "version": 7.0, "hostId": "bob", "playerIds": []any{"bob", "carol"}, "roomId": "r",
 		"members": []any{
 			map[string]any{"userId": "bob", "joinSeq": 2.0, "status": "online", "host": true},
-			map[string]any{"userId": "carol", "joinSeq": 3.0, "status": "reconnecting", "host": false},
+			map[string]any{"userId": "carol", "joinSeq": 3.0, "status": "reconnecting", "host": false, "reconnectBy": "2030-01-01T00:00:12Z"},
 		},
 		"reason": "lease_expired", "subjectId": "alice", "previousHostId": "alice", "at": "2030-01-01T00:00:08Z",
+		"serverTime": "2030-01-01T00:00:09Z",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("encodeEvent (-want +got):\n%s", diff)
@@ -98,10 +102,11 @@ func TestEncodeEvent(t *testing.T) {
 
 	snap := lobby.Snapshot{Lobby: "r", Revision: 0}
 	got = nil
-	if err := json.Unmarshal(encodeSnapshot(&snap), &got); err != nil {
+	if err := json.Unmarshal(encodeSnapshot(&snap, nil, now), &got); err != nil {
 		t.Fatal(err)
 	}
-	want = map[string]any{"type": "lobby.state", "version": 0.0, "hostId": nil, "playerIds": []any{}, "roomId": "r", "members": []any{}, "reason": "snapshot"}
+	want = map[string]any{"type": "lobby.state", "version": 0.0, "hostId": nil, "playerIds": []any{}, "roomId": "r", "members": []any{}, "reason": "snapshot",
+		"serverTime": "2030-01-01T00:00:09Z"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("encodeSnapshot of an empty lobby (-want +got):\n%s", diff)
 	}
@@ -110,7 +115,7 @@ func TestEncodeEvent(t *testing.T) {
 func TestMemoryTickets(t *testing.T) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClock()
-	m, err := NewMemoryTickets(clock, time.Minute, 3)
+	m, err := NewMemoryTickets(clock, time.Minute, 3, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,15 +153,56 @@ func TestMemoryTickets(t *testing.T) {
 	if _, err := m.Redeem(ctx, c.Value); err != nil {
 		t.Errorf("carol's ticket inside its lifetime: %v", err)
 	}
-	if _, err := NewMemoryTickets(clock, 0, 0); err == nil {
+	if _, err := NewMemoryTickets(clock, 0, 0, 0); err == nil {
 		t.Error("NewMemoryTickets with a zero TTL succeeded")
 	}
 }
 
 // Of many concurrent redemptions of one ticket exactly one succeeds.
+// One user holds at most its share of unused tickets; redeeming or
+// expiry gives places back, and Collect forgets expired tickets without an
+// Issue.
+func TestMemoryTicketsPerUser(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClock()
+	m, err := NewMemoryTickets(clock, time.Minute, 10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1, _ := m.Issue(ctx, "room", "alice")
+	if _, err := m.Issue(ctx, "room", "alice"); err != nil {
+		t.Fatalf("alice's second ticket: %v", err)
+	}
+	if _, err := m.Issue(ctx, "other-room", "alice"); !errors.Is(err, ErrUserTickets) {
+		t.Fatalf("alice's third unused ticket: %v, want ErrUserTickets", err)
+	}
+	if _, err := m.Issue(ctx, "room", "bob"); err != nil {
+		t.Fatalf("bob's ticket while alice is at her cap: %v", err)
+	}
+	if _, err := m.Redeem(ctx, a1.Value); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Issue(ctx, "room", "alice"); err != nil {
+		t.Fatalf("alice's ticket after redeeming one: %v", err)
+	}
+	clock.Advance(time.Minute)
+	m.Collect(clock.Now())
+	if n := m.Len(); n != 0 {
+		t.Errorf("tickets remembered after Collect past every expiry: %d, want 0", n)
+	}
+	for range 2 {
+		if _, err := m.Issue(ctx, "room", "alice"); err != nil {
+			t.Fatalf("alice's tickets after hers expired: %v", err)
+		}
+	}
+	if _, err := NewMemoryTickets(clock, time.Minute, 0, -1); err == nil {
+		t.Error("NewMemoryTickets with a negative per-user limit succeeded")
+	}
+}
+
 func TestMemoryTicketsRedeemOnce(t *testing.T) {
 	ctx := context.Background()
-	m, _ := NewMemoryTickets(clockwork.NewFakeClock(), time.Minute, 0)
+	m, _ := NewMemoryTickets(clockwork.NewFakeClock(), time.Minute, 0, 0)
 	tk, _ := m.Issue(ctx, "r", "u")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
@@ -178,21 +224,74 @@ func TestMemoryTicketsRedeemOnce(t *testing.T) {
 	}
 }
 
-func TestBucket(t *testing.T) {
-	t0 := time.Unix(1000, 0)
-	b := newBucket(2, 3) // 2 per second, burst 3
+// The limiter reads the server's clock: time that does not pass refills
+// nothing, and a wait ends when the clock reaches the token.
+func TestLimiterOnClock(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Unix(1000, 0))
+	l := newLimiter(clock, 2, 3) // 2 per second, burst 3
 	var got []bool
 	for range 4 {
-		got = append(got, b.allow(t0))
+		got = append(got, l.allow())
 	}
-	got = append(got, b.allow(t0.Add(400*time.Millisecond))) // 0.8 token
-	got = append(got, b.allow(t0.Add(500*time.Millisecond))) // 1 token
-	got = append(got, b.allow(t0.Add(10*time.Second)))       // refilled to the burst, not beyond
-	got = append(got, b.allow(t0.Add(10*time.Second)), b.allow(t0.Add(10*time.Second)), b.allow(t0.Add(10*time.Second)))
-	got = append(got, b.allow(t0.Add(5*time.Second))) // a clock reading from the past adds nothing
-	want := []bool{true, true, true, false, false, true, true, true, true, false, false}
+	clock.Advance(400 * time.Millisecond) // 0.8 token
+	got = append(got, l.allow())
+	clock.Advance(100 * time.Millisecond) // 1 token
+	got = append(got, l.allow())
+	clock.Advance(10 * time.Second) // refilled to the burst, not beyond
+	got = append(got, l.allow(), l.allow(), l.allow(), l.allow())
+	want := []bool{true, true, true, false, false, true, true, true, true, false}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("allow (-want +got):\n%s", diff)
+	}
+
+	waited := make(chan error, 1)
+	go func() { waited <- l.wait(nil) }()
+	if err := clock.BlockUntilContext(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		t.Fatalf("wait returned %v with an empty bucket and no time passing", err)
+	default:
+	}
+	clock.Advance(500 * time.Millisecond)
+	if err := <-waited; err != nil {
+		t.Fatalf("wait: %v", err)
+	}
+	stop := make(chan struct{})
+	go func() { waited <- l.wait(stop) }()
+	if err := clock.BlockUntilContext(context.Background(), 1); err != nil {
+		t.Fatal(err)
+	}
+	close(stop)
+	if err := <-waited; err == nil {
+		t.Fatal("wait after stop: nil error, want net.ErrClosed")
+	}
+}
+
+// frameHeader reads the header lengths of RFC 6455 frames, and says when
+// it has not seen the whole header yet.
+func TestFrameHeader(t *testing.T) {
+	tests := []struct {
+		in       []byte
+		hlen     int
+		payload  int64
+		complete bool
+	}{
+		{[]byte{0x89}, 0, 0, false},
+		{[]byte{0x89, 0x80, 1, 2, 3}, 0, 0, false},
+		{[]byte{0x89, 0x80, 1, 2, 3, 4}, 6, 0, true},
+		{[]byte{0x81, 0x85, 1, 2, 3, 4, 'h'}, 6, 5, true},
+		{[]byte{0x82, 0x80 | 126, 0x01, 0x00, 1, 2, 3, 4}, 8, 256, true},
+		{[]byte{0x82, 0x80 | 127, 0, 0, 0, 0, 0, 1, 0, 0, 1, 2, 3, 4}, 14, 65536, true},
+		{[]byte{0x82, 0x80 | 127, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 1, 2, 3, 4}, 14, math.MaxInt64, true},
+		{[]byte{0x81, 0x05, 'h'}, 2, 5, true}, // unmasked: the library refuses it, the meter just counts
+	}
+	for _, tt := range tests {
+		hlen, payload, complete := frameHeader(tt.in)
+		if hlen != tt.hlen || payload != tt.payload || complete != tt.complete {
+			t.Errorf("frameHeader(% x) = %d, %d, %v; want %d, %d, %v", tt.in, hlen, payload, complete, tt.hlen, tt.payload, tt.complete)
+		}
 	}
 }
 
@@ -226,9 +325,11 @@ func TestOfferStateKeepsRevisionOrder(t *testing.T) {
 	for _, rev := range []uint64{5, 3, 5, 6} {
 		c.offerState(rev, []byte{byte(rev)})
 	}
-	r.broadcastState(4, func() []byte { t.Error("encoded a state nobody wants"); return nil })
-	r.broadcastState(6, func() []byte { t.Error("encoded a state nobody wants"); return nil })
-	r.broadcastState(7, func() []byte { return []byte{7} })
+	if r.wantsState(4) || r.wantsState(6) || !r.wantsState(7) {
+		t.Errorf("wantsState(4, 6, 7) = %v, %v, %v; want false, false, true", r.wantsState(4), r.wantsState(6), r.wantsState(7))
+	}
+	r.broadcastState(4, []byte{4})
+	r.broadcastState(7, []byte{7})
 	close(c.send)
 	var got []byte
 	for m := range c.send {

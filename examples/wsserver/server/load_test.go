@@ -142,6 +142,8 @@ func TestManySocketsAndASlowClient(t *testing.T) {
 		SendQueue:     16,
 		MessageRate:   1e6,
 		MessageBurst:  1e6,
+		FrameRate:     1e6,
+		FrameBurst:    1e6,
 		Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelError})),
 	}, func(ts *httptest.Server) { ts.Listener = smallBuffers{ts.Listener} })
 

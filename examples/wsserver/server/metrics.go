@@ -22,6 +22,8 @@ type metrics struct {
 	clientRefused   *prometheus.CounterVec
 	slowConsumers   prometheus.Counter
 	typingDropped   prometheus.Counter
+	framesThrottled prometheus.Counter
+	originsRefused  prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -55,9 +57,17 @@ func newMetrics(s *Server) *metrics {
 			Name: "wsserver_typing_dropped_total",
 			Help: "Typing indicators not sent to a socket whose queue was filling up.",
 		}),
+		framesThrottled: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wsserver_frames_throttled_total",
+			Help: "Times a socket's frame budget was spent and the server paused reading it.",
+		}),
+		originsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "wsserver_origins_refused_total",
+			Help: "Requests refused because their Origin is not allowed.",
+		}),
 	}
 	m.reg.MustRegister(m.ticketsIssued, m.upgradesRefused, m.sockets, m.clientMessages,
-		m.clientRefused, m.slowConsumers, m.typingDropped,
+		m.clientRefused, m.slowConsumers, m.typingDropped, m.framesThrottled, m.originsRefused,
 		lobbyCollector{s.counters},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -85,6 +85,9 @@ type memberMsg struct {
 	JoinSeq uint64 `json:"joinSeq"`
 	Status  string `json:"status"` // "online" or "reconnecting"
 	Host    bool   `json:"host"`
+	// ReconnectBy is a reconnecting member's reconnect deadline: it is
+	// removed then unless it comes back.
+	ReconnectBy string `json:"reconnectBy,omitempty"`
 }
 
 // stateMsg is the lobby.state message. The first four fields are the
@@ -105,6 +108,9 @@ type stateMsg struct {
 	PreviousHostID json.RawMessage `json:"previousHostId,omitempty"`
 	// At is when the change happened (for an expiry: its deadline).
 	At string `json:"at,omitempty"`
+	// ServerTime is the server's clock when the message was made, so that
+	// a client can count down to reconnectBy whatever its own clock says.
+	ServerTime string `json:"serverTime"`
 }
 
 // ReasonSnapshot is the reason of a lobby.state built from a snapshot.
@@ -125,7 +131,7 @@ func rawID(s string) json.RawMessage {
 	return b
 }
 
-func newStateMsg(room string, rev uint64, host string, members []lobby.MemberView) stateMsg {
+func newStateMsg(room string, rev uint64, host string, members []lobby.MemberView, reconnectBy map[string]time.Time, now time.Time) stateMsg {
 	m := stateMsg{
 		Type:      TypeLobbyState,
 		Version:   rev,
@@ -133,17 +139,24 @@ func newStateMsg(room string, rev uint64, host string, members []lobby.MemberVie
 		PlayerIDs: make([]string, len(members)),
 		RoomID:    room,
 		Members:   make([]memberMsg, len(members)),
+		// ServerTime: see stateMsg.
+		ServerTime: formatTime(now),
 	}
 	for i, mv := range members {
 		m.PlayerIDs[i] = mv.Player
 		m.Members[i] = memberMsg{UserID: mv.Player, JoinSeq: mv.JoinSeq, Status: mv.Status.String(), Host: mv.Player == host}
+		if at, ok := reconnectBy[mv.Player]; ok && mv.Status == lobby.StatusReconnecting {
+			m.Members[i].ReconnectBy = formatTime(at)
+		}
 	}
 	return m
 }
 
-// encodeEvent returns the lobby.state message for a committed event.
-func encodeEvent(e *lobby.Event) []byte {
-	m := newStateMsg(e.Lobby, e.Revision, e.Host, e.Members)
+// encodeEvent returns the lobby.state message for a committed event, with
+// the reconnect deadlines of its reconnecting members and the server's
+// time now.
+func encodeEvent(e *lobby.Event, reconnectBy map[string]time.Time, now time.Time) []byte {
+	m := newStateMsg(e.Lobby, e.Revision, e.Host, e.Members, reconnectBy, now)
 	m.Reason = string(e.Reason)
 	m.SubjectID = rawID(e.Subject)
 	m.PreviousHostID = rawID(e.PrevHost)
@@ -153,9 +166,10 @@ func encodeEvent(e *lobby.Event) []byte {
 	return mustJSON(m)
 }
 
-// encodeSnapshot returns the lobby.state message for a snapshot.
-func encodeSnapshot(s *lobby.Snapshot) []byte {
-	m := newStateMsg(s.Lobby, s.Revision, s.Host, s.Members)
+// encodeSnapshot returns the lobby.state message for a snapshot; see
+// encodeEvent.
+func encodeSnapshot(s *lobby.Snapshot, reconnectBy map[string]time.Time, now time.Time) []byte {
+	m := newStateMsg(s.Lobby, s.Revision, s.Host, s.Members, reconnectBy, now)
 	m.Reason = ReasonSnapshot
 	return mustJSON(m)
 }

@@ -1,30 +1,44 @@
 package server
 
-import "time"
+import (
+	"net"
 
-// bucket is a token bucket: burst tokens at most, refilled at rate per
-// second of the clock readings it is given. The zero bucket refuses
-// everything; use newBucket. Not safe for concurrent use.
-type bucket struct {
-	rate, burst, tokens float64
-	last                time.Time
+	"github.com/jonboulle/clockwork"
+	"golang.org/x/time/rate"
+)
+
+// limiter is a token bucket (golang.org/x/time/rate) read on the server's
+// clock, so that tests drive it with a fake one. Safe for concurrent use.
+type limiter struct {
+	clock clockwork.Clock
+	l     *rate.Limiter
 }
 
-func newBucket(rate float64, burst int) bucket {
-	return bucket{rate: rate, burst: float64(burst), tokens: float64(burst)}
+// newLimiter returns a bucket of burst tokens refilled at perSecond.
+func newLimiter(clock clockwork.Clock, perSecond float64, burst int) limiter {
+	return limiter{clock: clock, l: rate.NewLimiter(rate.Limit(perSecond), burst)}
 }
 
-// allow takes one token if there is one at now.
-func (b *bucket) allow(now time.Time) bool {
-	if !b.last.IsZero() && now.After(b.last) {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+// allow takes a token if there is one now.
+func (l limiter) allow() bool { return l.l.AllowN(l.clock.Now(), 1) }
+
+// wait takes a token, waiting on the clock until there is one, or until
+// stop is closed (then it returns net.ErrClosed).
+func (l limiter) wait(stop <-chan struct{}) error {
+	now := l.clock.Now()
+	r := l.l.ReserveN(now, 1)
+	if !r.OK() { // a rate of zero: the bucket never refills
+		<-stop
+		return net.ErrClosed
 	}
-	if b.last.IsZero() || now.After(b.last) {
-		b.last = now
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return nil
 	}
-	if b.tokens < 1 {
-		return false
+	select {
+	case <-l.clock.After(d):
+		return nil
+	case <-stop:
+		return net.ErrClosed
 	}
-	b.tokens--
-	return true
 }

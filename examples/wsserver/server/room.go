@@ -16,6 +16,7 @@ import (
 // Lock order: hub.mu, then room.mu, then client.mu. Nothing holding one of
 // them calls the lobby Service (whose observer takes them).
 type hub struct {
+	s     *Server
 	mu    sync.Mutex
 	rooms map[string]*room
 	m     *metrics
@@ -25,8 +26,8 @@ type hub struct {
 	empty chan string
 }
 
-func newHub(m *metrics) *hub {
-	return &hub{rooms: map[string]*room{}, m: m, empty: make(chan string, 1024)}
+func newHub(s *Server) *hub {
+	return &hub{s: s, rooms: map[string]*room{}, m: s.metrics, empty: make(chan string, 1024)}
 }
 
 // room is one lobby's local sockets, chat history, read receipts and typing
@@ -39,6 +40,7 @@ type room struct {
 	byGen      map[uint64]*client
 	emptySince time.Time // zero while the room has clients
 	historyCap int
+	readersCap int          // read receipts kept per message
 	chat       []*chatEntry // oldest first
 	chatByID   map[string]*chatEntry
 	typing     map[string]time.Time // user → until
@@ -51,7 +53,7 @@ type chatEntry struct {
 }
 
 // attach registers c in its room, creating the room if needed.
-func (h *hub) attach(id string, c *client, historyCap int) *room {
+func (h *hub) attach(id string, c *client) *room {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	r := h.rooms[id]
@@ -60,7 +62,8 @@ func (h *hub) attach(id string, c *client, historyCap int) *room {
 			id:         id,
 			clients:    map[*client]struct{}{},
 			byGen:      map[uint64]*client{},
-			historyCap: historyCap,
+			historyCap: h.s.cfg.ChatHistory,
+			readersCap: h.s.cfg.ReadersPerMessage,
 			chatByID:   map[string]*chatEntry{},
 			typing:     map[string]time.Time{},
 		}
@@ -130,7 +133,7 @@ func (h *hub) sweep(now time.Time, linger time.Duration) {
 
 // Publish implements lobby.Publisher: committed events reach the local
 // sockets of their room, and lobbies left empty are queued for reclaiming.
-func (h *hub) Publish(_ context.Context, events []lobby.Event) error {
+func (h *hub) Publish(ctx context.Context, events []lobby.Event) error {
 	for i := range events {
 		e := &events[i]
 		if len(e.Members) == 0 {
@@ -140,10 +143,10 @@ func (h *hub) Publish(_ context.Context, events []lobby.Event) error {
 			}
 		}
 		r := h.get(e.Lobby)
-		if r == nil {
+		if r == nil || !r.wantsState(e.Revision) {
 			continue
 		}
-		r.broadcastState(e.Revision, func() []byte { return encodeEvent(e) })
+		r.broadcastState(e.Revision, encodeEvent(e, h.s.deadlines.of(ctx, e.Lobby, e.Members, e), h.s.clock.Now()))
 	}
 	return nil
 }
@@ -204,20 +207,26 @@ func (r *room) setGen(c *client, gen uint64) {
 	}
 }
 
-// broadcastState offers a lobby state to every socket of the room; each
-// socket takes it only if it is newer than what it has. encode runs at most
-// once.
-func (r *room) broadcastState(rev uint64, encode func() []byte) {
+// wantsState reports whether some socket of the room would take a state
+// at rev, so that nobody encodes one for nobody.
+func (r *room) wantsState(rev uint64) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var payload []byte
 	for c := range r.clients {
-		if !c.wantsState(rev) {
-			continue
+		if c.wantsState(rev) {
+			return true
 		}
-		if payload == nil {
-			payload = encode()
-		}
+	}
+	return false
+}
+
+// broadcastState offers a lobby state to every socket of the room; each
+// socket takes it only if it is newer than what it has. All of them share
+// the one encoding.
+func (r *room) broadcastState(rev uint64, payload []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for c := range r.clients {
 		c.offerState(rev, payload)
 	}
 }
@@ -264,8 +273,9 @@ func (r *room) addChat(m chatMsg) {
 }
 
 // markRead records that user read message id. It reports whether the
-// message is known; a repeated receipt (same user, same message) and a
-// receipt for one's own message change nothing and send nothing.
+// message is known; a repeated receipt (same user, same message), a
+// receipt for one's own message and one beyond the readers kept per
+// message (Config.ReadersPerMessage) change nothing and send nothing.
 func (r *room) markRead(user, id string, at string) (found bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -273,7 +283,7 @@ func (r *room) markRead(user, id string, at string) (found bool) {
 	if e == nil {
 		return false
 	}
-	if _, dup := e.readBy[user]; dup || e.msg.UserID == user {
+	if _, dup := e.readBy[user]; dup || e.msg.UserID == user || len(e.order) >= r.readersCap {
 		return true
 	}
 	e.readBy[user] = struct{}{}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -38,6 +39,8 @@ type Server struct {
 	hub      *hub
 	metrics  *metrics
 	handler  http.Handler
+	// deadlines: see deadlines.go.
+	deadlines deadlines
 
 	instance       string
 	msgSeq         atomic.Uint64
@@ -108,8 +111,12 @@ func New(cfg Config) (*Server, error) {
 		counters: &lobby.Counters{},
 		instance: strings.ToLower(base32.StdEncoding.EncodeToString(inst[:])),
 	}
+	s.deadlines.s = s
 	s.metrics = newMetrics(s)
-	s.hub = newHub(s.metrics)
+	s.hub = newHub(s)
+	if len(cfg.AllowedOrigins) == 0 {
+		cfg.Logger.Warn("no allowed origins: browsers cannot use this server (Config.AllowedOrigins)")
+	}
 	// A heartbeat is forwarded to the lobby at most once per period: a bit
 	// less than the ping interval, so that every pong gets through, and at
 	// most a third of the TTL, so that two lost heartbeats are survivable.
@@ -149,8 +156,26 @@ func (s *Server) Counters() *lobby.Counters { return s.counters }
 
 // Handler returns the server's HTTP handler: the ticket endpoint, the
 // WebSocket endpoint (any path, with ?ticket=), the page, /healthz and
-// /metrics.
+// /metrics. Serve it with the http.Server from HTTPServer, or one with
+// timeouts at least as strict.
 func (s *Server) Handler() http.Handler { return s.handler }
+
+// HTTPServer returns an http.Server for Handler with the Config's
+// timeouts and header limit, so that a client cannot hold a connection by
+// trickling headers or a body, or by idling. Upgraded sockets are exempt
+// from the read timeout (they have pings and their own limits). Its error
+// log goes to the Logger at debug level: net/http's messages name client
+// addresses. Set Addr (or use Serve with a listener) and serve it.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.ReadTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+}
 
 // Run does the lobby's background work until ctx is done: expiries at their
 // deadlines, relaying committed events to the sockets, and (with
@@ -212,15 +237,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
+// janitor forgets rooms without sockets after RoomLinger, typing
+// indicators that ran out, and expired tickets.
 func (s *Server) janitor(ctx context.Context) {
 	t := s.clock.NewTicker(min(s.cfg.RoomLinger, time.Minute))
 	defer t.Stop()
+	collector, _ := s.cfg.Tickets.(interface{ Collect(now time.Time) })
+	tt := s.clock.NewTicker(min(s.cfg.TicketTTL, time.Minute))
+	defer tt.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.Chan():
 			s.hub.sweep(s.clock.Now(), s.cfg.RoomLinger)
+		case <-tt.Chan():
+			if collector != nil {
+				collector.Collect(s.clock.Now())
+			}
 		}
 	}
 }
@@ -292,7 +326,9 @@ func (s *Server) refreshRooms(ctx context.Context) {
 			}
 			continue
 		}
-		r.broadcastState(snap.Revision, func() []byte { return encodeSnapshot(&snap) })
+		if r.wantsState(snap.Revision) {
+			r.broadcastState(snap.Revision, encodeSnapshot(&snap, s.deadlines.of(ctx, r.id, snap.Members, nil), s.clock.Now()))
+		}
 	}
 }
 
@@ -328,6 +364,11 @@ func (s *Server) routes() http.Handler {
 			s.handleSocket(w, r)
 			return
 		}
+		if r.ContentLength > s.cfg.MaxBodyBytes {
+			writeError(w, http.StatusRequestEntityTooLarge, "body_too_large", "request bodies are not read")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes)
 		mux.ServeHTTP(w, r)
 	})
 }
@@ -415,7 +456,9 @@ type ticketResponse struct {
 }
 
 func (s *Server) handleTicket(w http.ResponseWriter, r *http.Request) {
-	s.cors(w, r)
+	if !s.checkOrigin(w, r) {
+		return
+	}
 	user, ok := s.authenticate(w, r)
 	if !ok {
 		return
@@ -430,6 +473,9 @@ func (s *Server) handleTicket(w http.ResponseWriter, r *http.Request) {
 	}
 	t, err := s.cfg.Tickets.Issue(r.Context(), room, user)
 	switch {
+	case errors.Is(err, ErrUserTickets):
+		writeError(w, http.StatusTooManyRequests, "too_many_tickets", "too many unused tickets: use one or let them expire")
+		return
 	case errors.Is(err, ErrTooManyTickets):
 		writeError(w, http.StatusServiceUnavailable, "too_many_tickets", "try again later")
 		return
@@ -448,30 +494,42 @@ func (s *Server) handleTicket(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-// originAllowed reports whether a browser origin other than our own may
-// use the ticket endpoint.
-func (s *Server) originAllowed(origin string) bool {
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false
+// checkOriginPattern reports whether p is usable in Config.AllowedOrigins.
+func checkOriginPattern(p string) error {
+	scheme, host, ok := strings.Cut(p, "://")
+	if !ok || scheme == "" || host == "" || strings.ContainsAny(host, "/?#") {
+		return fmt.Errorf("server: AllowedOrigins entry %q is not scheme://host[:port]", p)
 	}
-	for _, p := range s.cfg.OriginPatterns {
-		target := u.Host
-		if strings.Contains(p, "://") {
-			target = u.Scheme + "://" + u.Host
-		}
-		if ok, _ := path.Match(strings.ToLower(p), strings.ToLower(target)); ok {
+	if _, err := path.Match(p, ""); err != nil {
+		return fmt.Errorf("server: AllowedOrigins entry %q: %w", p, err)
+	}
+	return nil
+}
+
+// originAllowed reports whether a browser origin is in
+// Config.AllowedOrigins. The request's Host plays no part: a page on a
+// DNS-rebound name sends its own name in both.
+func (s *Server) originAllowed(origin string) bool {
+	o := strings.ToLower(origin)
+	for _, p := range s.cfg.AllowedOrigins {
+		if ok, _ := path.Match(strings.ToLower(p), o); ok {
 			return true
 		}
 	}
 	return false
 }
 
-// cors answers cross-origin browsers from Config.OriginPatterns. Same-origin
-// pages and non-browser clients need none of it.
-func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
+// checkOrigin refuses (403) a request whose Origin header is not allowed,
+// and answers CORS for an allowed one. Requests without an Origin header
+// (non-browser clients, same-origin GETs) pass.
+func (s *Server) checkOrigin(w http.ResponseWriter, r *http.Request) bool {
 	origin := r.Header.Get("Origin")
-	if origin == "" || !s.originAllowed(origin) {
+	if origin == "" {
+		return true
+	}
+	if !s.originAllowed(origin) {
+		s.metrics.originsRefused.Inc()
+		writeError(w, http.StatusForbidden, "origin_forbidden", "this origin may not use the server")
 		return false
 	}
 	h := w.Header()
@@ -481,8 +539,11 @@ func (s *Server) cors(w http.ResponseWriter, r *http.Request) bool {
 }
 
 func (s *Server) handlePreflight(w http.ResponseWriter, r *http.Request) {
-	if !s.cors(w, r) {
+	if r.Header.Get("Origin") == "" {
 		w.WriteHeader(http.StatusForbidden)
+		return
+	}
+	if !s.checkOrigin(w, r) {
 		return
 	}
 	h := w.Header()
@@ -493,6 +554,9 @@ func (s *Server) handlePreflight(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	if !s.checkOrigin(w, r) {
+		return
+	}
 	if _, ok := s.authenticate(w, r); !ok {
 		return
 	}
@@ -508,7 +572,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(encodeSnapshot(&snap))
+	_, _ = w.Write(encodeSnapshot(&snap, s.deadlines.of(r.Context(), room, snap.Members, nil), s.clock.Now()))
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -539,6 +603,11 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.conns.done()
+	if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
+		s.metrics.originsRefused.Inc()
+		s.refuseUpgrade(w, http.StatusForbidden, "origin_forbidden", "this origin may not open sockets")
+		return
+	}
 	q := r.URL.Query()
 	value := q.Get("ticket")
 	if value == "" {
@@ -575,38 +644,80 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{OriginPatterns: s.cfg.OriginPatterns})
+
+	// Join first, answer 101 second: a client whose upgrade completed is a
+	// member, so the order in which upgrades complete is the order of the
+	// joins (and of succession). Accept checks the handshake before it
+	// answers; the join runs only once it is about to answer 101. The
+	// client is registered in its room before the join, so every event
+	// committed after the join reaches it, and the join's own result
+	// covers everything before.
+	c := newClient(s, t.Room, t.User)
+	defer c.stop()
+	c.room = s.hub.attach(t.Room, c)
+	var res lobby.Result
+	var joinErr error
+	joined := false
+	uw := &upgradeWriter{
+		ResponseWriter: w,
+		beforeUpgrade: func() {
+			res, joinErr = s.join(c)
+			joined = joinErr == nil
+		},
+		meter: func(conn net.Conn, buffered []byte) *frameMeter {
+			return newFrameMeter(conn, buffered, newLimiter(s.clock, s.cfg.FrameRate, s.cfg.FrameBurst), s.metrics.framesThrottled.Inc)
+		},
+	}
+	// The origin was checked above, against AllowedOrigins alone.
+	conn, err := websocket.Accept(uw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
 	if err != nil {
-		// Accept answered the request (403 for a foreign origin, 400 for a
-		// bad handshake).
+		// Accept answered the request (400 for a bad handshake), or the
+		// connection failed while switching protocols.
 		s.metrics.upgradesRefused.WithLabelValues("handshake").Inc()
 		s.log.Info("socket refused", "reason", "handshake")
+		c.kick(websocket.StatusAbnormalClosure, "upgrade failed", true)
+		c.room.detach(c, s.clock.Now())
+		if joined {
+			// Undo the join: this generation never had a socket.
+			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+			_, err := s.svc.Disconnect(ctx, t.Room, t.User, res.Gen)
+			cancel()
+			if err != nil {
+				s.log.Warn("disconnect after a failed upgrade failed", "room", t.Room, "player", s.svc.Pseudonym(t.User), "gen", res.Gen, "err", err)
+			}
+		}
 		return
 	}
-	s.serve(conn, t)
+	c.conn, c.raw = conn, uw.conn
+	s.serve(c, res, joinErr)
 }
 
-// serve attaches an accepted socket to its lobby and runs it until it
-// closes.
-func (s *Server) serve(conn *websocket.Conn, t Ticket) {
-	conn.SetReadLimit(s.cfg.MaxFrameBytes)
-	c := newClient(s, conn, t.Room, t.User)
-	defer c.cancel()
-	c.room = s.hub.attach(t.Room, c, s.cfg.ChatHistory)
-	pseudo := s.svc.Pseudonym(t.User)
-
-	// Register first, join second: every event committed after the join
-	// reaches this socket through the room, and the join's own result
-	// covers everything before.
+// join joins c's user to its lobby and records the new generation on c.
+func (s *Server) join(c *client) (lobby.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	res, err := s.svc.Join(ctx, t.Room, t.User, nil)
-	cancel()
+	defer cancel()
+	res, err := s.svc.Join(ctx, c.roomID, c.user, nil)
 	if err != nil {
+		return res, err
+	}
+	c.setGeneration(res.Gen)
+	c.setLastBeat(s.clock.Now())
+	c.room.setGen(c, res.Gen)
+	return res, nil
+}
+
+// serve runs an upgraded socket until it closes. joinErr is the join's
+// error: the socket is then told why and closed.
+func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
+	conn := c.conn
+	conn.SetReadLimit(s.cfg.MaxFrameBytes)
+	pseudo := s.svc.Pseudonym(c.user)
+	if joinErr != nil {
 		code, status, reason := CodeInternal, websocket.StatusInternalError, "cannot join the lobby"
-		if errors.Is(err, lobby.ErrLobbyFull) {
+		if errors.Is(joinErr, lobby.ErrLobbyFull) {
 			code, status, reason = CodeLobbyFull, CloseLobbyFull, "lobby full"
 		} else {
-			s.log.Error("join failed", "room", t.Room, "player", pseudo, "err", err)
+			s.log.Error("join failed", "room", c.roomID, "player", pseudo, "err", joinErr)
 		}
 		c.enqueue(encodeError(code, reason, ""))
 		c.kick(status, reason, false)
@@ -614,27 +725,26 @@ func (s *Server) serve(conn *websocket.Conn, t Ticket) {
 		c.room.detach(c, s.clock.Now())
 		return
 	}
-	c.setGeneration(res.Gen)
-	c.setLastBeat(s.clock.Now())
-	c.room.setGen(c, res.Gen)
 	if n := len(res.Events); n > 0 {
 		e := res.Events[n-1]
-		c.offerState(e.Revision, encodeEvent(&e))
+		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+		c.offerState(e.Revision, encodeEvent(&e, s.deadlines.of(ctx, c.roomID, e.Members, &e), s.clock.Now()))
+		cancel()
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		snap, err := s.svc.Snapshot(ctx, t.Room)
-		cancel()
+		snap, err := s.svc.Snapshot(ctx, c.roomID)
 		if err != nil {
-			s.log.Error("snapshot failed", "room", t.Room, "err", err)
+			s.log.Error("snapshot failed", "room", c.roomID, "err", err)
 			c.kick(websocket.StatusInternalError, "cannot read the lobby", false)
 		} else {
-			c.offerState(snap.Revision, encodeSnapshot(&snap))
+			c.offerState(snap.Revision, encodeSnapshot(&snap, s.deadlines.of(ctx, c.roomID, snap.Members, nil), s.clock.Now()))
 		}
+		cancel()
 	}
 	c.enqueue(mustJSON(welcomeMsg{
 		Type:            TypeWelcome,
-		RoomID:          t.Room,
-		UserID:          t.User,
+		RoomID:          c.roomID,
+		UserID:          c.user,
 		Connection:      res.Gen,
 		HeartbeatMs:     s.heartbeatEvery.Milliseconds(),
 		GraceMs:         s.cfg.Policy.Grace.Milliseconds(),
@@ -643,7 +753,7 @@ func (s *Server) serve(conn *websocket.Conn, t Ticket) {
 	}))
 	c.room.ready(c, s.clock.Now())
 	s.metrics.sockets.Inc()
-	s.log.Info("socket attached", "room", t.Room, "player", pseudo, "gen", res.Gen)
+	s.log.Info("socket attached", "room", c.roomID, "player", pseudo, "gen", res.Gen)
 
 	go c.writeLoop()
 	readErr := c.readLoop()
@@ -652,17 +762,17 @@ func (s *Server) serve(conn *websocket.Conn, t Ticket) {
 	<-c.writerDone
 	c.room.detach(c, s.clock.Now())
 	s.metrics.sockets.Dec()
-	ctx, cancel = context.WithTimeout(context.Background(), commandTimeout)
-	dres, err := s.svc.Disconnect(ctx, t.Room, t.User, res.Gen)
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	dres, err := s.svc.Disconnect(ctx, c.roomID, c.user, res.Gen)
 	cancel()
-	code, reason := c.closeStatus()
+	code, reason, _ := c.closeStatus()
 	if err != nil {
-		s.log.Warn("disconnect failed", "room", t.Room, "player", pseudo, "gen", res.Gen, "err", err)
+		s.log.Warn("disconnect failed", "room", c.roomID, "player", pseudo, "gen", res.Gen, "err", err)
 		return
 	}
 	if peer := websocket.CloseStatus(readErr); peer != -1 {
 		code, reason = peer, "closed by the client"
 	}
-	s.log.Info("socket detached", "room", t.Room, "player", pseudo, "gen", res.Gen,
+	s.log.Info("socket detached", "room", c.roomID, "player", pseudo, "gen", res.Gen,
 		"close_code", int(code), "close_reason", reason, "outcome", dres.Outcome.String())
 }

@@ -21,9 +21,12 @@ var (
 	ErrTicketUsed = errors.New("server: ticket already used")
 	// ErrTicketExpired: the ticket's lifetime is over.
 	ErrTicketExpired = errors.New("server: ticket expired")
-	// ErrTooManyTickets: the issuer holds as many unredeemed tickets as it
-	// may; try again later.
+	// ErrTooManyTickets: the issuer holds as many tickets as it may; try
+	// again later.
 	ErrTooManyTickets = errors.New("server: too many outstanding tickets")
+	// ErrUserTickets: this user holds as many unredeemed tickets as one
+	// user may; redeem one or wait for them to expire.
+	ErrUserTickets = errors.New("server: too many outstanding tickets for this user")
 )
 
 // Ticket is a one-time socket credential for one user in one room.
@@ -50,16 +53,19 @@ type Tickets interface {
 
 // MemoryTickets is the in-memory Tickets of one process. Tickets live until
 // their expiry, used or not, so that a reuse is reported as such; then they
-// are forgotten. Memory is bounded by the issue rate times the TTL, and by
-// the limit given to NewMemoryTickets.
+// are forgotten (at the next Issue or Collect). Memory is bounded by the
+// limit given to NewMemoryTickets, and one user's share by the per-user
+// limit.
 type MemoryTickets struct {
-	clock clockwork.Clock
-	ttl   time.Duration
-	limit int
+	clock   clockwork.Clock
+	ttl     time.Duration
+	limit   int
+	perUser int
 
-	mu    sync.Mutex
-	byVal map[string]*ticketEntry
-	order []*ticketEntry // issue order, which is expiry order
+	mu     sync.Mutex
+	byVal  map[string]*ticketEntry
+	order  []*ticketEntry // issue order, which is expiry order
+	unused map[string]int // user → tickets neither redeemed nor expired
 }
 
 type ticketEntry struct {
@@ -74,26 +80,33 @@ const DefaultTicketTTL = 30 * time.Second
 
 // NewMemoryTickets returns an empty MemoryTickets whose tickets expire ttl
 // after they are issued, judged by clock. At most limit tickets are kept
-// (issued and not yet expired); a limit of 0 means 1<<20. It returns an
-// error if ttl is not positive or limit negative.
-func NewMemoryTickets(clock clockwork.Clock, ttl time.Duration, limit int) (*MemoryTickets, error) {
+// (issued and not yet expired; 0 means DefaultMaxTickets), and one user
+// may hold at most perUser tickets neither redeemed nor expired (0 means
+// DefaultTicketsPerUser). It returns an error if ttl is not positive or a
+// limit negative.
+func NewMemoryTickets(clock clockwork.Clock, ttl time.Duration, limit, perUser int) (*MemoryTickets, error) {
 	if clock == nil {
 		clock = clockwork.NewRealClock()
 	}
 	if ttl <= 0 {
 		return nil, fmt.Errorf("server: ticket TTL must be positive, got %v", ttl)
 	}
-	if limit < 0 {
-		return nil, fmt.Errorf("server: ticket limit must not be negative, got %d", limit)
+	if limit < 0 || perUser < 0 {
+		return nil, fmt.Errorf("server: ticket limits must not be negative, got %d and %d", limit, perUser)
 	}
 	if limit == 0 {
-		limit = 1 << 20
+		limit = DefaultMaxTickets
 	}
-	return &MemoryTickets{clock: clock, ttl: ttl, limit: limit, byVal: map[string]*ticketEntry{}}, nil
+	if perUser == 0 {
+		perUser = DefaultTicketsPerUser
+	}
+	return &MemoryTickets{clock: clock, ttl: ttl, limit: limit, perUser: perUser,
+		byVal: map[string]*ticketEntry{}, unused: map[string]int{}}, nil
 }
 
 // Issue returns a new ticket with 256 random bits, valid for the TTL.
-// It returns ErrTooManyTickets when the limit is reached.
+// It returns ErrUserTickets when user holds its share of unredeemed
+// tickets, and ErrTooManyTickets when the overall limit is reached.
 func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return Ticket{}, err
@@ -106,6 +119,9 @@ func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, e
 	defer m.mu.Unlock()
 	now := m.clock.Now()
 	m.prune(now)
+	if m.unused[user] >= m.perUser {
+		return Ticket{}, ErrUserTickets
+	}
 	if len(m.order) >= m.limit {
 		return Ticket{}, ErrTooManyTickets
 	}
@@ -113,6 +129,7 @@ func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, e
 	e := &ticketEntry{t: t}
 	m.byVal[t.Value] = e
 	m.order = append(m.order, e)
+	m.unused[user]++
 	return t, nil
 }
 
@@ -131,11 +148,29 @@ func (m *MemoryTickets) Redeem(ctx context.Context, value string) (Ticket, error
 	case e.used:
 		return Ticket{}, ErrTicketUsed
 	case !now.Before(e.t.Expires):
-		e.used = true
+		m.use(e)
 		return Ticket{}, ErrTicketExpired
 	}
-	e.used = true
+	m.use(e)
 	return e.t, nil
+}
+
+// use marks e redeemed and releases its place in its user's share.
+func (m *MemoryTickets) use(e *ticketEntry) {
+	e.used = true
+	if n := m.unused[e.t.User] - 1; n > 0 {
+		m.unused[e.t.User] = n
+	} else {
+		delete(m.unused, e.t.User)
+	}
+}
+
+// Collect forgets the tickets that expired by now. The server calls it on
+// a timer, so that memory is returned without waiting for the next Issue.
+func (m *MemoryTickets) Collect(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.prune(now)
 }
 
 // Len returns how many tickets are remembered (issued and not yet pruned).
@@ -151,6 +186,9 @@ func (m *MemoryTickets) Len() int {
 func (m *MemoryTickets) prune(now time.Time) {
 	i := 0
 	for i < len(m.order) && !now.Before(m.order[i].t.Expires) {
+		if !m.order[i].used {
+			m.use(m.order[i])
+		}
 		delete(m.byVal, m.order[i].t.Value)
 		m.order[i] = nil
 		i++

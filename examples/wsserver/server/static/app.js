@@ -4,6 +4,12 @@
 // and ignores any lobby.state that is not newer, so a late or duplicated
 // message can never roll the view back (also across reconnects to the same
 // room).
+//
+// The honesty rule: the member list is what the server last said, and it
+// is only live while this page's own socket is open. Without a socket the
+// page shows its own state (connecting, reconnecting, disconnected,
+// removed), marks the list as stale, and never claims the host role or
+// offers host actions: the server may have moved on without telling it.
 'use strict';
 
 (() => {
@@ -18,6 +24,17 @@
     manualDrop: false,  // the user pressed "Drop socket": no auto-reconnect
     retries: 0,
     retryTimer: null,
+    retryAt: 0,         // when the scheduled reconnect runs (Date.now())
+    // This page's own connection: idle, connecting, connected,
+    // reconnecting (a retry is scheduled), disconnected (no retry), or
+    // removed (the server ended this page's place: superseded, left, full).
+    conn: 'idle',
+    connDetail: '',
+    graceMs: 0,         // from welcome: how long the server keeps our place
+    lostAt: 0,          // when our socket closed (Date.now()), 0 while open
+    clockSkew: 0,       // server time minus Date.now(), from lobby.state
+    tick: null,         // the one-second timer for countdowns
+    userAsked: false,   // the next connect was asked for by the user
     members: [],
     host: null,
     messages: new Map(), // messageId → {msg, readBy:Set, el}
@@ -43,9 +60,38 @@
   }
 
   function setConn(state, detail) {
+    st.conn = state;
+    st.connDetail = detail || '';
+    renderConn();
+    renderMembers();
+  }
+
+  // live reports whether the member list is current: only while this
+  // page's socket is open.
+  function live() {
+    return st.conn === 'connected';
+  }
+
+  function secondsLeft(deadlineMs) {
+    return Math.max(0, Math.ceil((deadlineMs - Date.now()) / 1000));
+  }
+
+  function renderConn() {
     const el = $('conn-status');
-    el.dataset.state = state;
-    el.textContent = detail ? `${state} (${detail})` : state;
+    el.dataset.state = st.conn;
+    let text = st.conn;
+    if (st.conn === 'reconnecting' && st.retryAt) text += ` (next try in ${secondsLeft(st.retryAt)} s)`;
+    if (st.connDetail) text += ` (${st.connDetail})`;
+    // While we have no socket the server keeps our place for the grace.
+    if ((st.conn === 'reconnecting' || st.conn === 'disconnected') && st.lostAt && st.graceMs) {
+      const left = secondsLeft(st.lostAt + st.graceMs);
+      text += left > 0 ? ` · your place is kept for ${left} s` : ' · your place has probably been given up';
+    }
+    el.textContent = text;
+  }
+
+  function startTicking() {
+    if (!st.tick) st.tick = setInterval(() => { renderConn(); renderCountdowns(); }, 1000);
   }
 
   function send(msg) {
@@ -73,14 +119,16 @@
   async function connect() {
     clearTimeout(st.retryTimer);
     if (st.ws) return;
+    if (st.conn === 'removed' && !st.userAsked) return;
+    st.userAsked = false;
     st.manualDrop = false;
+    st.retryAt = 0;
     setConn('connecting');
     let ticket;
     try {
       ticket = await getTicket();
     } catch (e) {
-      setConn('disconnected', e.message);
-      scheduleRetry();
+      setConn(scheduleRetry() ? 'reconnecting' : 'disconnected', e.message);
       return;
     }
     if (st.ws) return;
@@ -90,9 +138,10 @@
     st.ws = ws;
     ws.onopen = () => {
       if (st.ws !== ws) return;
-      setConn('connected');
       showError('');
       st.retries = 0;
+      st.lostAt = 0;
+      setConn('connected');
       log('socket open');
     };
     ws.onmessage = (ev) => {
@@ -106,26 +155,40 @@
       st.ws = null;
       clearInterval(st.heartbeatTimer);
       clearTypingAll();
-      setConn('disconnected', `${ev.code}${ev.reason ? ' ' + ev.reason : ''}`);
+      if (!st.lostAt) st.lostAt = Date.now();
       log(`socket closed ${ev.code} ${ev.reason}`);
-      // 4002: a newer tab took over; 4003: we left; 4009: the lobby is
-      // full. Anything else that we did not ask for is worth a reconnect
-      // within the grace.
-      if (!st.manualDrop && ![4002, 4003, 4009].includes(ev.code)) scheduleRetry();
+      // 4002: a newer tab (here or on another server) took over: coming
+      // back would take the place from it, and it would come back in
+      // turn. 4003: we left. 4009: the lobby is full. None of them is
+      // retried; anything else that we did not ask for is worth a
+      // reconnect within the grace.
+      const removed = { 4002: 'another tab took over', 4003: 'you left', 4009: 'the lobby is full' }[ev.code];
+      if (removed) {
+        setConn('removed', removed);
+        return;
+      }
+      const why = `${ev.code}${ev.reason ? ' ' + ev.reason : ''}`;
+      if (st.manualDrop || !scheduleRetry()) setConn('disconnected', why);
+      else setConn('reconnecting', why);
     };
   }
 
+  // scheduleRetry arranges a reconnect with backoff and reports whether
+  // it did.
   function scheduleRetry() {
-    if (st.manualDrop || st.retries >= 6) return;
+    if (st.manualDrop || st.retries >= 6) return false;
     const delay = Math.min(8000, 500 * 2 ** st.retries);
     st.retries++;
     clearTimeout(st.retryTimer);
+    st.retryAt = Date.now() + delay;
     st.retryTimer = setTimeout(connect, delay);
+    return true;
   }
 
   function drop() {
     st.manualDrop = true;
     clearTimeout(st.retryTimer);
+    st.retryAt = 0;
     if (st.ws) st.ws.close(1000, 'dropped by the user');
   }
 
@@ -134,6 +197,7 @@
       case 'lobby.state': return onState(msg);
       case 'welcome':
         log(`attached as connection ${msg.connection}`);
+        if (typeof msg.graceMs === 'number') st.graceMs = msg.graceMs;
         clearInterval(st.heartbeatTimer);
         // Browsers answer WebSocket pings by themselves; the app heartbeat
         // is a second signal for proxies that eat pings.
@@ -167,6 +231,8 @@
     }
     st.highest = msg.version;
     st.host = msg.hostId;
+    const server = Date.parse(msg.serverTime);
+    if (!isNaN(server)) st.clockSkew = server - Date.now();
     st.members = Array.isArray(msg.members)
       ? msg.members
       : (msg.playerIds || []).map((id) => ({ userId: id, status: 'online', joinSeq: 0, host: id === msg.hostId }));
@@ -180,7 +246,11 @@
   function renderMembers() {
     const list = $('members');
     list.replaceChildren();
-    const iAmHost = st.host === st.user;
+    const isLive = live();
+    list.classList.toggle('stale', !isLive);
+    // Host actions only while the list is live: a page without a socket
+    // does not know whether it still hosts.
+    const iAmHost = isLive && st.host === st.user;
     for (const m of st.members) {
       const li = document.createElement('li');
       li.dataset.user = m.userId;
@@ -193,7 +263,20 @@
       name.textContent = m.userId + (m.userId === st.user ? ' (you)' : '');
       const status = document.createElement('span');
       status.className = 'status';
-      status.textContent = m.status === 'reconnecting' ? 'reconnecting…' : (m.userId === st.host ? 'host' : 'online');
+      if (m.userId === st.user && !isLive) {
+        status.textContent = st.conn; // our own state, not the server's last word
+      } else {
+        status.textContent = m.status === 'reconnecting' ? 'reconnecting…' : (m.userId === st.host ? 'host' : 'online');
+      }
+      if (m.status === 'reconnecting' && m.reconnectBy) {
+        const deadline = Date.parse(m.reconnectBy);
+        if (!isNaN(deadline)) {
+          const cd = document.createElement('span');
+          cd.className = 'countdown';
+          cd.dataset.deadline = m.reconnectBy;
+          status.append(' ', cd);
+        }
+      }
       const seq = document.createElement('span');
       seq.className = 'seq';
       seq.textContent = m.joinSeq ? `#${m.joinSeq}` : '';
@@ -208,10 +291,35 @@
       }
       list.append(li);
     }
+    renderCountdowns();
     const role = $('role');
     const member = st.members.some((m) => m.userId === st.user);
-    role.dataset.role = iAmHost ? 'host' : (member ? 'member' : 'none');
-    role.textContent = iAmHost ? 'You are the host' : (member ? 'You are a member' : 'You are not in the lobby');
+    if (!isLive) {
+      role.dataset.role = st.conn;
+      role.textContent = {
+        idle: '',
+        connecting: 'Connecting…',
+        reconnecting: 'Reconnecting… (the list below may be out of date)',
+        disconnected: 'Disconnected (the list below may be out of date)',
+        removed: {
+          'another tab took over': 'Another tab of yours took over: this page is out (the list below is out of date)',
+          'you left': 'You left the lobby',
+          'the lobby is full': 'The lobby is full',
+        }[st.connDetail] || 'Out of the lobby (the list below is out of date)',
+      }[st.conn] || st.conn;
+    } else {
+      role.dataset.role = iAmHost ? 'host' : (member ? 'member' : 'none');
+      role.textContent = iAmHost ? 'You are the host' : (member ? 'You are a member' : 'You are not in the lobby');
+    }
+  }
+
+  // renderCountdowns updates every reconnect countdown: the time left
+  // until the member's reconnect deadline, on the server's clock.
+  function renderCountdowns() {
+    for (const el of document.querySelectorAll('#members .countdown')) {
+      const left = secondsLeft(Date.parse(el.dataset.deadline) - st.clockSkew);
+      el.textContent = `${left} s left`;
+    }
   }
 
   function addMessage(m) {
@@ -318,6 +426,8 @@
     const params = new URLSearchParams({ user, room });
     history.replaceState(null, '', `?${params}`);
     st.retries = 0;
+    st.userAsked = true;
+    startTicking();
     connect();
   });
 
@@ -334,14 +444,17 @@
   });
   $('chat-input').addEventListener('input', onInput);
   $('drop').addEventListener('click', drop);
-  $('reconnect').addEventListener('click', () => { st.retries = 0; connect(); });
+  $('reconnect').addEventListener('click', () => { st.retries = 0; st.userAsked = true; connect(); });
   document.addEventListener('visibilitychange', markRead);
 
   // For debugging and the browser test: feed a server message to the page
   // as if it came from the socket, and read what the page holds.
   window.lobbyhost = Object.freeze({
     handle: (msg) => handle(msg),
-    view: () => ({ highest: st.highest, ignored: st.ignored, host: st.host, connected: !!st.ws }),
+    view: () => ({
+      highest: st.highest, ignored: st.ignored, host: st.host, connected: !!st.ws,
+      conn: st.conn, retryScheduled: st.retryAt > 0 && st.conn === 'reconnecting',
+    }),
   });
 
   // ?user=…&room=… fills the form and joins, for bookmarks and tests.

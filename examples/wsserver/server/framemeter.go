@@ -1,0 +1,178 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+)
+
+// frameMeter sits between a hijacked connection and coder/websocket and
+// counts the frames the client sends as their bytes go past. Every frame
+// (text, binary, continuation, ping, pong, close; of any size) takes a
+// token from the socket's frame budget before the first byte of its header
+// reaches the WebSocket library. The library answers pings and skips
+// continuation frames inside its own reader, out of the server's sight;
+// counting below it is the only way to bound that work. When the budget is
+// spent, Read waits on the clock: the library reads nothing further from
+// that socket, the kernel's buffers fill, and the client is slowed down.
+// Nothing is refused and nothing is answered.
+//
+// Read must not be called concurrently (the library has one reader at a
+// time); Close may be called at any time and ends a wait.
+type frameMeter struct {
+	net.Conn
+	budget    limiter
+	throttled func() // called before each wait
+
+	stop     chan struct{}
+	stopOnce sync.Once
+
+	store   []byte // backing array of buf
+	buf     []byte // read from Conn, not yet returned
+	ok      int    // buf[:ok] may be returned: their frames were counted
+	payload int64  // payload bytes of the current frame not yet in buf[:ok]
+}
+
+func newFrameMeter(conn net.Conn, buffered []byte, budget limiter, throttled func()) *frameMeter {
+	m := &frameMeter{Conn: conn, budget: budget, throttled: throttled, stop: make(chan struct{}), store: make([]byte, 0, 4096)}
+	m.buf = append(m.store[:0], buffered...)
+	return m
+}
+
+// Read returns bytes whose frames were counted, reading and counting more
+// as needed.
+func (m *frameMeter) Read(p []byte) (int, error) {
+	for {
+		if m.ok > 0 {
+			n := copy(p, m.buf[:m.ok])
+			m.buf = m.buf[n:]
+			m.ok -= n
+			return n, nil
+		}
+		if err := m.scan(); err != nil {
+			return 0, err
+		}
+		if m.ok > 0 {
+			continue
+		}
+		// What is left is the start of a frame header: read more.
+		if len(m.buf) == 0 {
+			m.buf = m.store[:0]
+		} else if cap(m.buf)-len(m.buf) < 1024 {
+			m.buf = append(m.store[:0], m.buf...)
+		}
+		n, err := m.Conn.Read(m.buf[len(m.buf):cap(m.buf)])
+		m.buf = m.buf[:len(m.buf)+n]
+		if n == 0 && err != nil {
+			return 0, err
+		}
+	}
+}
+
+// scan moves ok over the buffered bytes as far as the budget allows: a
+// payload needs nothing, a frame header needs a token. It waits for a
+// token only when nothing counted is left to return first.
+func (m *frameMeter) scan() error {
+	for m.ok < len(m.buf) {
+		if m.payload > 0 {
+			n := int(min(int64(len(m.buf)-m.ok), m.payload))
+			m.ok += n
+			m.payload -= int64(n)
+			continue
+		}
+		hlen, plen, complete := frameHeader(m.buf[m.ok:])
+		if !complete {
+			return nil
+		}
+		if !m.budget.allow() {
+			if m.ok > 0 {
+				return nil
+			}
+			m.throttled()
+			if err := m.budget.wait(m.stop); err != nil {
+				return err
+			}
+		}
+		m.ok += hlen
+		m.payload = plen
+	}
+	return nil
+}
+
+// Close closes the connection and ends a wait in Read.
+func (m *frameMeter) Close() error {
+	m.stopOnce.Do(func() { close(m.stop) })
+	return m.Conn.Close()
+}
+
+// frameHeader parses the header at the start of b (RFC 6455, section
+// 5.2): its length and the payload length that follows. complete is false
+// if b does not hold the whole header yet. Nothing is validated; the
+// WebSocket library does that.
+func frameHeader(b []byte) (hlen int, payload int64, complete bool) {
+	if len(b) < 2 {
+		return 0, 0, false
+	}
+	hlen = 2
+	payload = int64(b[1] & 0x7F)
+	switch payload {
+	case 126:
+		hlen += 2
+	case 127:
+		hlen += 8
+	}
+	if b[1]&0x80 != 0 {
+		hlen += 4 // masking key
+	}
+	if len(b) < hlen {
+		return 0, 0, false
+	}
+	switch payload {
+	case 126:
+		payload = int64(binary.BigEndian.Uint16(b[2:4]))
+	case 127:
+		payload = int64(min(binary.BigEndian.Uint64(b[2:10]), math.MaxInt64))
+	}
+	return hlen, payload, true
+}
+
+// upgradeWriter is the ResponseWriter given to websocket.Accept. When
+// Accept is about to answer 101 Switching Protocols, beforeUpgrade runs
+// first (the lobby join, so that a client whose upgrade completed is in the
+// lobby); and the connection Accept hijacks is wrapped in a frameMeter.
+type upgradeWriter struct {
+	http.ResponseWriter
+	beforeUpgrade func()
+	meter         func(conn net.Conn, buffered []byte) *frameMeter
+
+	upgrading bool
+	conn      *frameMeter // the hijacked connection, once hijacked
+}
+
+func (w *upgradeWriter) WriteHeader(code int) {
+	if code == http.StatusSwitchingProtocols && !w.upgrading {
+		w.upgrading = true
+		w.beforeUpgrade()
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the server's writer.
+func (w *upgradeWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	conn, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Bytes the HTTP server read past the request (frames a client sent
+	// without waiting for the 101) are counted like the rest.
+	buffered, _ := brw.Reader.Peek(brw.Reader.Buffered())
+	w.conn = w.meter(conn, buffered)
+	brw.Reader.Reset(bytes.NewReader(nil))
+	return w.conn, brw, nil
+}
