@@ -192,8 +192,10 @@ func (s *Service) Snapshot(ctx context.Context, id string) (Snapshot, error) {
 }
 
 // Reclaim deletes an empty lobby's record from the store, keeping only a
-// floor so that a lobby created again under the same ID continues above
-// every revision, join sequence and generation issued before. Due deadlines
+// floor (and the store's tombstone of the empty lobby) so that a lobby
+// created again under the same ID continues above every revision, join
+// sequence and generation issued before, and never at an earlier time than
+// the last transition before it. Due deadlines
 // are applied first and, if they leave the lobby empty, committed before the
 // delete. It returns ErrNotEmpty if the lobby still has members after them,
 // and then commits nothing at all, not even the catch-up. A lobby without a

@@ -236,3 +236,30 @@ func TestWaitingForALobbyHonoursContext(t *testing.T) {
 		t.Fatal("Snapshot ignored its context while queued for the lobby")
 	}
 }
+
+// TestReclaimKeepsLastTransitionTime: a lobby created again after Reclaim
+// never runs at a time before the last transition of the one reclaimed,
+// even from a process whose clock is behind.
+func TestReclaimKeepsLastTransitionTime(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	ahead := clockwork.NewFakeClockAt(t0.Add(10 * time.Second))
+	behind := clockwork.NewFakeClockAt(t0.Add(5 * time.Second))
+	a := newService(t, mem, ahead)
+	b := newService(t, mem, behind)
+	must(t)(a.Join(ctx, "l", "p", nil))
+	must(t)(a.Leave(ctx, "l", "p"))
+	if err := a.Reclaim(ctx, "l"); err != nil {
+		t.Fatalf("Reclaim: %v", err)
+	}
+	if _, err := mem.Load(ctx, "l"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("record still there after Reclaim: %v", err)
+	}
+	res := must(t)(b.Join(ctx, "l", "q", nil))
+	if len(res.Events) != 1 || !res.Events[0].At.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("join after reclaim from a clock 5 s behind: events %+v, want one at the reclaimed lobby's last transition time %v", res.Events, t0.Add(10*time.Second))
+	}
+	if res.Revision <= 2 {
+		t.Fatalf("revision %d after reclaim, want above 2", res.Revision)
+	}
+}

@@ -661,7 +661,9 @@ func (s *sim) check() error {
 					return fmt.Errorf("lobby %s: delete floor %d below the lobby's floor %d or version %d", id, c.floor, r.state.Floor(), c.version)
 				}
 				r.steps = append(r.steps, simStep{commit: c, at: r.state.Updated})
+				last := r.state.Updated
 				r.state = NewState(id, c.floor)
+				r.state.Updated = last // the tombstone keeps the time
 				continue
 			}
 			next, err := DecodeState(c.data)
@@ -773,7 +775,15 @@ func sameRefusal(a, b error) bool {
 // stateAt rebuilds the lobby as stored at a version a command read.
 func (s *sim) stateAt(id string, j simJudged) (*State, error) {
 	if !j.found {
-		return NewState(id, j.version), nil
+		st := NewState(id, j.version)
+		if j.data != nil {
+			tomb, err := DecodeState(j.data)
+			if err != nil {
+				return nil, err
+			}
+			st.Updated = tomb.Updated
+		}
+		return st, nil
 	}
 	return DecodeState(j.data)
 }
@@ -834,6 +844,7 @@ func (s *sim) checkSweeperIndependence(m *Machine, finals map[string]*simReplaye
 					return fmt.Errorf("lobby %s without sweeper writes: members %v at the delete", id, st.View())
 				}
 				st = NewState(id, c.floor)
+				st.Updated = step.at
 			case c.cmd.Op == OpTick || c.cmd.Op == OpExpireLease:
 				// A sweeper's, a snapshot's or a trigger's write: dropped.
 			default:

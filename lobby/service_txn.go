@@ -201,12 +201,22 @@ func (s *Service) contended(ctx context.Context, attempt int) error {
 }
 
 // load reads and decodes a lobby; a lobby without a record is a new empty
-// lobby above the store's floor.
+// lobby above the store's floor, which keeps the last transition time of
+// the reclaimed lobby before it (the tombstone), so time never runs
+// backward for an ID.
 func (s *Service) load(ctx context.Context, id string) (*State, uint64, error) {
 	rec, err := s.st.Load(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return NewState(id, rec.Version), rec.Version, nil
+		st := NewState(id, rec.Version)
+		if rec.Data != nil {
+			tomb, err := DecodeState(rec.Data)
+			if err != nil {
+				return nil, 0, fmt.Errorf("lobby %q: tombstone: %w", id, err)
+			}
+			st.Updated = tomb.Updated
+		}
+		return st, rec.Version, nil
 	case err != nil:
 		return nil, 0, fmt.Errorf("lobby %q: load: %w", id, err)
 	}

@@ -16,7 +16,11 @@
 // [Store.Delete] the ID has no record, but its version is not forgotten: the
 // store keeps a floor at or above every version it ever held for that ID, and
 // [Store.Load] reports that floor, so a lobby created again continues above
-// every value issued before instead of repeating one.
+// every value issued before instead of repeating one. The store also keeps
+// the deleted record's data with the floor (a tombstone) and Load returns it:
+// the lobby package deletes only empty lobbies, whose record then carries
+// what must outlive the record (its last transition time), so time never
+// runs backward for an ID either.
 //
 // # Outbox
 //
@@ -165,9 +169,10 @@ type Store interface {
 	// Load returns the lobby's current record.
 	//
 	// If the lobby has no record, Load returns ErrNotFound together with a
-	// Record holding only ID and Version, where Version is the floor to pass
-	// as Write.Expected when creating it: 0 for an ID never written, or the
-	// floor kept by Delete.
+	// Record holding only ID, Version and Data: Version is the floor to pass
+	// as Write.Expected when creating it (0 for an ID never written, or the
+	// floor kept by Delete), and Data is nil for an ID never written, or the
+	// data of the record Delete removed (the tombstone), as it was written.
 	Load(ctx context.Context, id string) (Record, error)
 
 	// Write stores w atomically if the lobby's version equals w.Expected
@@ -191,7 +196,8 @@ type Store interface {
 	// Delete removes the lobby's record and its deadline if its version
 	// equals expected. The outbox is untouched: pending events stay pending.
 	// Afterwards Load reports ErrNotFound with a floor of at least
-	// max(expected, floor), and the next Write must expect exactly that.
+	// max(expected, floor) and the deleted record's data, and the next Write
+	// must expect exactly that floor.
 	//
 	// It returns ErrNotFound if there is no record, ErrConflict if the
 	// version differs; in both cases it changes nothing.

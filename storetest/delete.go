@@ -32,7 +32,7 @@ func checkDeleteFloor(h *harness) {
 
 	// floor below expected: the record's own version is the floor.
 	h.delete(id, 3, 1)
-	f := h.loadMissing(id)
+	f := h.loadMissing(id, []byte("x"))
 	if f < 3 {
 		h.t.Fatalf("Load after Delete(%q, 3, 1): floor %d, want >= 3", id, f)
 	}
@@ -40,7 +40,7 @@ func checkDeleteFloor(h *harness) {
 	for _, wrong := range []uint64{0, 1, f - 1, f + 1} {
 		h.writeErr(store.Write{ID: id, Expected: wrong, Data: []byte("wrong"), Deadline: t0}, store.ErrConflict)
 	}
-	if g := h.loadMissing(id); g != f {
+	if g := h.loadMissing(id, []byte("x")); g != f {
 		h.t.Fatalf("floor moved from %d to %d after refused writes", f, g)
 	}
 	h.write(store.Write{ID: id, Expected: f, Data: []byte("again"), Deadline: t0})
@@ -49,7 +49,7 @@ func checkDeleteFloor(h *harness) {
 	// floor above expected: the floor wins.
 	want := f + 100
 	h.delete(id, f+1, want)
-	g := h.loadMissing(id)
+	g := h.loadMissing(id, []byte("again"))
 	if g < want {
 		h.t.Fatalf("Load after Delete(%q, %d, %d): floor %d, want >= %d", id, f+1, want, g, want)
 	}
@@ -74,7 +74,7 @@ func checkDeleteStale(h *harness) {
 	}
 	h.unchanged(before, "Delete with stale versions")
 	h.delete(id, 2, 0)
-	h.loadMissing(id)
+	h.loadMissing(id, []byte("2"))
 }
 
 // checkDeleteMissing: Delete of an ID without a record is ErrNotFound and
@@ -83,7 +83,7 @@ func checkDeleteMissing(h *harness) {
 	const id, gone = "lobby-never", "lobby-gone"
 	h.deleteErr(id, 0, 0, store.ErrNotFound)
 	h.deleteErr(id, 1, 5, store.ErrNotFound)
-	if f := h.loadMissing(id); f != 0 {
+	if f := h.loadMissing(id, nil); f != 0 {
 		h.t.Fatalf("Load(%q) after refused Deletes: floor %d, want 0", id, f)
 	}
 	h.write(store.Write{ID: id, Data: []byte("created at 0")})
@@ -91,7 +91,7 @@ func checkDeleteMissing(h *harness) {
 
 	h.write(store.Write{ID: gone, Data: []byte("x")})
 	h.delete(gone, 1, 7)
-	f := h.loadMissing(gone)
+	f := h.loadMissing(gone, []byte("x"))
 	before := h.state(id, gone)
 	h.deleteErr(gone, f, f+50, store.ErrNotFound)
 	h.deleteErr(gone, 1, 0, store.ErrNotFound)
@@ -106,7 +106,7 @@ func checkDeleteKeepsOutbox(h *harness) {
 	h.delete(id, 1, 2)
 	want := []store.Event{ev(id, 1, "joined"), ev(id, 2, "left")}
 	h.expectPending(want)
-	f := h.loadMissing(id)
+	f := h.loadMissing(id, []byte("x"))
 	h.write(store.Write{ID: id, Expected: f, Data: []byte("y"), Deadline: t0.Add(time.Second), Events: []store.Event{ev(id, 3, "joined again")}})
 	h.expectPending(append(want, ev(id, 3, "joined again")))
 	h.expectDue(later, 10, []store.Due{{ID: id, Deadline: t0.Add(time.Second)}})

@@ -140,13 +140,13 @@ func checkDigitIDs(h *harness) {
 
 	// Deleting one leaves its neighbours, their floors and deadlines.
 	h.delete("room12", 3, 40)
-	if f := h.loadMissing("room12"); f < 40 {
+	if f := h.loadMissing("room12", []byte("data of room12")); f < 40 {
 		h.t.Fatalf("Load(room12) after Delete(room12, 3, 40): floor %d, want >= 40", f)
 	}
 	for _, id := range []string{"room1", "room123", "12", "1"} {
 		h.expectRecord(store.Record{ID: id, Version: 3, Data: []byte("data of " + id), Deadline: t0.Add(time.Duration(len(id)) * time.Second)})
 	}
-	if f := h.loadMissing("room1234"); f != 0 {
+	if f := h.loadMissing("room1234", nil); f != 0 {
 		h.t.Fatalf("Load(room1234), never written: floor %d, want 0", f)
 	}
 	var wantDue []store.Due

@@ -17,6 +17,7 @@ import (
 type model struct {
 	records map[string]store.Record // lobbies with a record
 	floors  map[string]uint64       // version of every ID ever written: record's or floor
+	tombs   map[string][]byte       // the data of each deleted record
 	outbox  []store.Event           // pending, oldest first
 	seq     map[string]uint64       // last event Seq written per lobby
 }
@@ -60,7 +61,7 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 		if s == nil {
 			rt.Fatal("newStore returned a nil store")
 		}
-		m := &model{records: map[string]store.Record{}, floors: map[string]uint64{}, seq: map[string]uint64{}}
+		m := &model{records: map[string]store.Record{}, floors: map[string]uint64{}, tombs: map[string][]byte{}, seq: map[string]uint64{}}
 		genID := rapid.SampledFrom(modelIDs)
 		genData := rapid.SliceOfN(rapid.Byte(), 0, 6)
 		genDeadline := rapid.SampledFrom(modelDeadlines)
@@ -145,6 +146,7 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 					if r.Version < max(expected, floor) {
 						rt.Fatalf("Load(%q) after Delete(%d, %d): floor %d, want >= %d", id, expected, floor, r.Version, max(expected, floor))
 					}
+					m.tombs[id] = m.records[id].Data
 					delete(m.records, id)
 					m.floors[id] = r.Version
 				}
@@ -224,7 +226,7 @@ func modelLoad(ctx context.Context, rt *rapid.T, s store.Store, m *model, id str
 		if !errors.Is(err, store.ErrNotFound) {
 			rt.Fatalf("Load(%q) = %+v, %s; want %v", id, r, describe(err), store.ErrNotFound)
 		}
-		want = store.Record{ID: id, Version: m.floors[id]}
+		want = store.Record{ID: id, Version: m.floors[id], Data: m.tombs[id]}
 	} else if err != nil {
 		rt.Fatalf("Load(%q) = %v, want nil", id, err)
 	}

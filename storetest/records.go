@@ -49,12 +49,12 @@ func checkRoundTrip(h *harness) {
 // checkLoadMissing: an ID never written is ErrNotFound with floor 0, also
 // when a longer or shorter ID exists.
 func checkLoadMissing(h *harness) {
-	if f := h.loadMissing("never-written"); f != 0 {
+	if f := h.loadMissing("never-written", nil); f != 0 {
 		h.t.Fatalf("Load(never-written) floor = %d, want 0", f)
 	}
 	h.write(store.Write{ID: "never", Data: []byte("x")})
 	h.write(store.Write{ID: "never-written-either", Data: []byte("x")})
-	if f := h.loadMissing("never-written"); f != 0 {
+	if f := h.loadMissing("never-written", nil); f != 0 {
 		h.t.Fatalf("Load(never-written) floor = %d after writing its neighbours, want 0", f)
 	}
 }
@@ -105,12 +105,13 @@ func checkReadAfterWrite(h *harness) {
 	ids := []string{"raw-a", "raw-b"}
 	version := map[string]uint64{}
 	exists := map[string]bool{}
+	tomb := map[string][]byte{} // what a Delete left, nil for never written
 	for i := range 12 {
 		id := ids[i%2]
 		if exists[id] {
 			h.load(id)
 		} else {
-			h.loadMissing(id)
+			h.loadMissing(id, tomb[id])
 		}
 		data := fmt.Appendf(nil, "%s#%d", id, i)
 		dl := t0.Add(time.Duration(i) * time.Second)
@@ -123,7 +124,8 @@ func checkReadAfterWrite(h *harness) {
 				h.t.Fatalf("Delete(%q, %d, 0) = %v, want nil", id, version[id], err)
 			}
 			exists[id] = false
-			f := h.loadMissing(id)
+			tomb[id] = data
+			f := h.loadMissing(id, data)
 			if f < version[id] {
 				h.t.Fatalf("Load(%q) after Delete: floor %d, want >= %d", id, f, version[id])
 			}
@@ -397,7 +399,7 @@ func checkOpaqueIDs(h *harness) {
 	if err := h.s.Delete(h.ctx, "a", 1, 0); err != nil {
 		h.t.Fatalf("Delete(\"a\", 1, 0) = %v, want nil", err)
 	}
-	h.loadMissing("a")
+	h.loadMissing("a", []byte("data of a"))
 	for _, id := range []string{"a:", "ab", "a ", "A", "a*", "a?", "[a]", "{a}"} {
 		h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("data of " + id), Deadline: deadlineOf(wantDue, id)})
 	}

@@ -24,6 +24,7 @@ type simpleStore struct {
 	// guarded by mu
 	records map[string]store.Record // lobbies with a record
 	floors  map[string]uint64       // every ID's version or floor
+	tombs   map[string][]byte       // a deleted record's data, by key
 	index   map[string]store.Due    // the due index: lobbies with a deadline
 	outbox  []store.Event
 	claims  map[string]time.Time // claimed until
@@ -136,6 +137,8 @@ var (
 	deleteIgnoresVersion = flaw{"delete-ignores-version", "DeleteStale"}
 	// Delete of a missing lobby raises its floor anyway.
 	deleteMissingSetsFloor = flaw{"delete-missing-sets-floor", "DeleteMissing"}
+	// Delete keeps the floor but not the deleted record's data.
+	tombstoneDropsData = flaw{"tombstone-drops-data", "DeleteFloor"}
 	// Delete also drops the lobby's pending events.
 	deleteDropsOutbox = flaw{"delete-drops-outbox", "DeleteKeepsOutbox"}
 
@@ -190,7 +193,7 @@ var flaws = []flaw{
 	foldsCase, truncatesIDs, concatenatedKeys,
 	aliasesData, appendsIntoCallerData, sortsCallerEvents, ackSortsEvents, ackAppliedLazily, pendingSharesBuffer,
 	dueByID, dueTiesUnsorted, dueExclusive, duePops, dueCapped, dueKeepsCleared, deleteKeepsDeadline, dueSeparateStep,
-	forgetsFloor, floorIgnoresExpected, deleteIgnoresVersion, deleteMissingSetsFloor, deleteDropsOutbox,
+	forgetsFloor, floorIgnoresExpected, tombstoneDropsData, deleteIgnoresVersion, deleteMissingSetsFloor, deleteDropsOutbox,
 	eventsOnConflict, eventsBeforeRecord, recordBeforeEvents, pendingByLobby, pendingZeroLimit, pendingDrains, ackStopsAtUnknown,
 	ignoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold, notifySilent, notifyNeverCloses, notifyBeforeCommit,
@@ -207,6 +210,7 @@ func newSimpleStore(f flaw) *simpleStore {
 		flaw:    f,
 		records: map[string]store.Record{},
 		floors:  map[string]uint64{},
+		tombs:   map[string][]byte{},
 		index:   map[string]store.Due{},
 		claims:  map[string]time.Time{},
 		cache:   map[string]store.Record{},
@@ -294,9 +298,9 @@ func (s *simpleStore) Load(ctx context.Context, id string) (store.Record, error)
 	r, ok := records[k]
 	if !ok {
 		if s.flaw == missingWithoutID {
-			return store.Record{Version: s.floors[k]}, store.ErrNotFound
+			return store.Record{Version: s.floors[k], Data: slices.Clone(s.tombs[k])}, store.ErrNotFound
 		}
-		return store.Record{ID: id, Version: s.floors[k]}, store.ErrNotFound
+		return store.Record{ID: id, Version: s.floors[k], Data: slices.Clone(s.tombs[k])}, store.ErrNotFound
 	}
 	if s.flaw == staleCache {
 		s.cache[k] = copyRecord(r)
@@ -491,6 +495,9 @@ func (s *simpleStore) Delete(ctx context.Context, id string, expected, floor uin
 		delete(s.index, k)
 	}
 	s.floors[k] = max(r.Version, floor)
+	if s.flaw != tombstoneDropsData {
+		s.tombs[k] = slices.Clone(r.Data)
+	}
 	switch s.flaw {
 	case forgetsFloor:
 		delete(s.floors, k)

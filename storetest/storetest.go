@@ -201,14 +201,17 @@ func (h *harness) load(id string) store.Record {
 
 // loadMissing loads an ID that must have no record and returns its floor,
 // checking that the Record carries nothing else.
-func (h *harness) loadMissing(id string) uint64 {
+// loadMissing wants Load(id) to be ErrNotFound with only the ID, a floor
+// (which it returns) and the tombstone data (nil for an ID never written,
+// the deleted record's data after Delete).
+func (h *harness) loadMissing(id string, data []byte) uint64 {
 	h.t.Helper()
 	r, err := h.s.Load(h.ctx, id)
 	if !errors.Is(err, store.ErrNotFound) {
 		h.t.Fatalf("Load(%q) = %+v, %v; want error %v", id, r, err, store.ErrNotFound)
 	}
-	if d := diff(store.Record{ID: id, Version: r.Version}, r); d != "" {
-		h.t.Fatalf("Load(%q) of a missing lobby: want only ID and floor (-want +got):\n%s", id, d)
+	if d := diff(store.Record{ID: id, Version: r.Version, Data: data}, r); d != "" {
+		h.t.Fatalf("Load(%q) of a missing lobby: want only ID, floor and the deleted record's data (-want +got):\n%s", id, d)
 	}
 	return r.Version
 }

@@ -20,10 +20,12 @@
 //
 // # Floors
 //
-// Delete keeps a small tombstone for the ID (its floor, without the data), so
-// versions never repeat after a lobby is created again. Tombstones are never
-// dropped: a process that churns through unbounded numbers of distinct lobby
-// IDs grows by about 150 bytes per deleted ID.
+// Delete keeps a small tombstone for the ID (its floor and the deleted
+// record's data, which for a reclaimed lobby is the empty lobby: its counters
+// and last transition time), so versions never repeat and time never runs
+// backward after a lobby is created again. Tombstones are never dropped: a
+// process that churns through unbounded numbers of distinct lobby IDs grows
+// by about 150 bytes plus the last record per deleted ID.
 package memstore
 
 import (
@@ -75,7 +77,7 @@ type shard struct {
 // entry is one lobby ID: its record, or after Delete its tombstone.
 type entry struct {
 	id       string
-	data     []byte    // nil in a tombstone
+	data     []byte    // the record's data; in a tombstone, the deleted record's
 	deadline time.Time // as written, without monotonic reading; zero if none
 	version  uint64    // the record's version, or a tombstone's floor
 	claim    instant   // claimed until then, valid while claimed
@@ -114,8 +116,9 @@ func (s *Store) shardOf(id string) *shard {
 }
 
 // Load returns a copy of the lobby's record. If the lobby has no record it
-// returns store.ErrNotFound with a Record holding the ID and its floor (0 if
-// the ID was never written). An empty ID is store.ErrInvalid.
+// returns store.ErrNotFound with a Record holding the ID, its floor (0 if
+// the ID was never written) and, after Delete, the deleted record's data.
+// An empty ID is store.ErrInvalid.
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
@@ -127,12 +130,12 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	sh.mu.Lock()
 	e := sh.entries[id]
 	if e == nil || !e.present {
-		var floor uint64
+		rec := store.Record{ID: id}
 		if e != nil {
-			floor = e.version
+			rec.Version, rec.Data = e.version, clone(e.data)
 		}
 		sh.mu.Unlock()
-		return store.Record{ID: id, Version: floor}, store.ErrNotFound
+		return rec, store.ErrNotFound
 	}
 	rec := store.Record{
 		ID:       id,
@@ -198,8 +201,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 }
 
 // Delete removes the lobby's record and deadline if its version equals
-// expected, keeping max(expected, floor) as the ID's floor; pending events
-// stay in the outbox. It returns store.ErrNotFound if there is no record,
+// expected, keeping max(expected, floor) as the ID's floor and the record's
+// data as its tombstone; pending events stay in the outbox. It returns store.ErrNotFound if there is no record,
 // store.ErrConflict if the version differs (in both cases changing nothing),
 // and store.ErrInvalid for an empty ID.
 func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
@@ -222,7 +225,6 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 		return fmt.Errorf("%w: lobby %q is at version %d, not %d", store.ErrConflict, id, v, expected)
 	}
 	e.present = false
-	e.data = nil
 	e.claimed = false
 	e.version = max(expected, floor)
 	sh.setDeadline(e, time.Time{})

@@ -16,7 +16,7 @@ const migrateLockKey = 0x6c6f6262796d6967 // "lobbymig"
 const ddl = `CREATE SCHEMA IF NOT EXISTS %[1]s;
 
 -- One row per lobby ID ever written. A deleted lobby stays as a tombstone
--- (deleted = true, data and deadline NULL) whose version is its floor.
+-- (deleted = true, deadline NULL, data kept) whose version is its floor.
 CREATE TABLE IF NOT EXISTS %[1]s.lobbies (
 	id            bytea   PRIMARY KEY,          -- lobby ID, compared byte for byte
 	version       bigint  NOT NULL,             -- uint64 bit pattern
@@ -149,7 +149,7 @@ SELECT count(*), count(pg_notify($8, '')) FROM w`,
 
 		// $1 id, $2 expected, $3 floor.
 		delete: `UPDATE _S_.lobbies
-SET version = $3, deleted = true, data = NULL, deadline = NULL, claimed_until = NULL
+SET version = $3, deleted = true, deadline = NULL, claimed_until = NULL
 WHERE id = $1 AND version = $2 AND NOT deleted`,
 
 		// $1 now, $2 limit.

@@ -105,8 +105,9 @@ func validSchema(name string) error {
 func (s *Store) Schema() string { return s.schema }
 
 // Load returns the lobby's record. If there is none, it returns
-// store.ErrNotFound with a Record holding the ID and the floor (0 for an ID
-// never written, the tombstone's version after Delete). An empty id is
+// store.ErrNotFound with a Record holding the ID, the floor (0 for an ID
+// never written, the tombstone's version after Delete) and, after Delete,
+// the deleted record's data. An empty id is
 // store.ErrInvalid. Data is a fresh slice owned by the caller; nil when the
 // record was written with nil Data.
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
@@ -129,7 +130,7 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	case err != nil:
 		return store.Record{}, s.fail(ctx, "load", id, err)
 	case deleted:
-		return store.Record{ID: id, Version: uint64(version)}, store.ErrNotFound
+		return store.Record{ID: id, Version: uint64(version), Data: data}, store.ErrNotFound
 	}
 	return store.Record{
 		ID:       id,
@@ -205,7 +206,8 @@ func eventColumns(events []store.Event) ([]int64, [][]byte) {
 }
 
 // Delete turns the lobby's record into a tombstone whose version, the floor,
-// is max(expected, floor), if the record's version equals expected. Pending
+// is max(expected, floor), keeping its data, if the record's version equals
+// expected. Pending
 // events stay in the outbox. It returns store.ErrNotFound if the lobby has no
 // record, store.ErrConflict if its version differs, store.ErrInvalid for an
 // empty id; in all three cases it changes nothing.

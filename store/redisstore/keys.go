@@ -15,7 +15,8 @@ import (
 // Redis Cluster puts them in one slot:
 //
 //	{P:k}:r:L   hash: v (version or floor), d (data, absent in a tombstone),
-//	            t (deadline key, absent when none), c (claimed-until key)
+//	            t (deadline key, absent when none), c (claimed-until key),
+//	            f (in a tombstone: the deleted record's data)
 //	{P:k}:due   sorted set, every score 0, members deadlineKey+L, so that
 //	            byte order of members is (deadline, ID) order
 //	{P:k}:out   stream, the outbox: one entry per event, fields l, s, d

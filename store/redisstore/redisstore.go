@@ -34,8 +34,9 @@
 //   - The data is only as durable as the Redis configuration: a server that
 //     restarts without persistence comes back empty, forgetting the floors
 //     that keep versions from repeating. See docs/redis.md.
-//   - Deleted lobbies leave a tombstone (a hash with the floor) that is never
-//     removed, a few dozen bytes per deleted ID.
+//   - Deleted lobbies leave a tombstone (a hash with the floor and the
+//     deleted record's data) that is never removed, a few dozen bytes plus
+//     that data per deleted ID.
 package redisstore
 
 import (
@@ -158,11 +159,11 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		return store.Record{}, errEmptyID
 	}
 	sh := s.shardOf(id)
-	vals, err := s.c.Do(ctx, s.c.B().Hmget().Key(sh.rec+id).Field("v", "d", "t").Build()).ToArray()
+	vals, err := s.c.Do(ctx, s.c.B().Hmget().Key(sh.rec+id).Field("v", "d", "t", "f").Build()).ToArray()
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redisstore: load %q: %w", id, err)
 	}
-	if len(vals) != 3 {
+	if len(vals) != 4 {
 		return store.Record{}, fmt.Errorf("%w: load %q: %d values", ErrCorrupt, id, len(vals))
 	}
 	var version uint64
@@ -173,7 +174,11 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		}
 	}
 	if vals[1].IsNil() {
-		return store.Record{ID: id, Version: version}, store.ErrNotFound
+		rec := store.Record{ID: id, Version: version}
+		if f, _ := vals[3].ToString(); f != "" {
+			rec.Data = []byte(f)
+		}
+		return rec, store.ErrNotFound
 	}
 	rec := store.Record{ID: id, Version: version}
 	if d, _ := vals[1].ToString(); d != "" {
@@ -234,7 +239,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 }
 
 // Delete removes the lobby's record and deadline if its version equals
-// expected, leaving a tombstone with the floor max(expected, floor); pending
+// expected, leaving a tombstone with the floor max(expected, floor) and the
+// record's data; pending
 // events stay in the outbox. It returns store.ErrNotFound if there is no
 // record and store.ErrConflict if the version differs, changing nothing in
 // both cases; an empty ID is store.ErrInvalid.

@@ -39,9 +39,10 @@ import (
 // It returns 1 after writing, or the stored version (a string, "0" for none)
 // on a version mismatch, having written nothing.
 const writeScript = `
-local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c')
+local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f')
 local v = cur[1] or '0'
 if v ~= ARGV[1] then return v end
+if cur[4] then redis.call('HDEL', KEYS[1], 'f') end
 local id, old, new = ARGV[5], cur[2], ARGV[4]
 if old ~= new then
   if old then redis.call('ZREM', KEYS[2], old .. id) end
@@ -77,7 +78,8 @@ if #ARGV > 7 then redis.call('PUBLISH', ARGV[6], 'w') end
 return 1
 `
 
-// deleteScript commits a Delete, leaving a tombstone that holds the floor.
+// deleteScript commits a Delete, leaving a tombstone that holds the floor
+// and the deleted record's data.
 //
 //	KEYS: record, due
 //	ARGV: expected, floor, lobby ID, notify channel
@@ -91,7 +93,7 @@ local v = cur[1] or '0'
 if v ~= ARGV[1] then return v end
 if cur[3] then redis.call('ZREM', KEYS[2], cur[3] .. ARGV[3]) end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'v', ARGV[2])
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2])
 return 1
 `
 
