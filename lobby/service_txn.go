@@ -268,8 +268,13 @@ func (s *Service) write(ctx context.Context, id string, expected uint64, st *Sta
 		}
 	}
 	err := s.st.Write(ctx, w)
-	*bp = data
-	bufPool.Put(bp)
+	// Reuse the buffer only when the store is known to be done with it: a
+	// store that gave up early (a cancelled context, a lost connection) may
+	// still have the write queued in a pipelined client.
+	if err == nil || errors.Is(err, store.ErrConflict) {
+		*bp = data
+		bufPool.Put(bp)
+	}
 	return err
 }
 
