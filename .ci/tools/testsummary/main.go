@@ -13,7 +13,6 @@
 package main
 
 import (
-	"bufio"
 	"flag"
 	"fmt"
 	"io"
@@ -47,16 +46,13 @@ func main() {
 		defer f.Close()
 		in = io.TeeReader(os.Stdin, f)
 	}
-	out := bufio.NewWriter(os.Stdout)
-	s := NewSummary(mods, out)
+	// Unbuffered, so that each package's line shows as soon as it ends.
+	s := NewSummary(mods, os.Stdout)
 	if err := s.Read(in); err != nil {
-		out.Flush()
 		fmt.Fprintln(os.Stderr, "testsummary:", err)
 		os.Exit(2)
 	}
-	ok := s.Report()
-	out.Flush()
-	if !ok {
+	if !s.Report() {
 		os.Exit(1)
 	}
 }
