@@ -78,17 +78,19 @@ var Snippets = []Snippet{
 	},
 }
 
-// Block returns the first go block after heading in the Markdown text md.
-func Block(md, heading string) (string, error) {
+// Block returns the first go block after heading in the Markdown text md,
+// and the line number (from 1) of its first line in md.
+func Block(md, heading string) (string, int, error) {
 	lines := strings.Split(md, "\n")
 	level := headingLevel(heading)
 	if level == 0 {
-		return "", fmt.Errorf("%q is not a Markdown heading", heading)
+		return "", 0, fmt.Errorf("%q is not a Markdown heading", heading)
 	}
 	found := false
 	inGo, inOther := false, false
 	var block []string
-	for _, l := range lines {
+	first := 0
+	for n, l := range lines {
 		if !found {
 			if strings.TrimRight(l, " ") == heading {
 				found = true
@@ -98,25 +100,25 @@ func Block(md, heading string) (string, error) {
 		t := strings.TrimSpace(l)
 		switch {
 		case inGo && t == "```":
-			return strings.Join(block, "\n") + "\n", nil
+			return strings.Join(block, "\n") + "\n", first, nil
 		case inGo:
 			block = append(block, l)
 		case inOther:
 			inOther = t != "```"
 		case t == "```go":
-			inGo = true
+			inGo, first = true, n+2
 		case strings.HasPrefix(t, "```"):
 			inOther = true
 		default:
-			if n := headingLevel(l); n > 0 && n <= level {
-				return "", fmt.Errorf("no go block under %q", heading)
+			if h := headingLevel(l); h > 0 && h <= level {
+				return "", 0, fmt.Errorf("no go block under %q", heading)
 			}
 		}
 	}
 	if !found {
-		return "", fmt.Errorf("no heading %q", heading)
+		return "", 0, fmt.Errorf("no heading %q", heading)
 	}
-	return "", fmt.Errorf("no go block under %q", heading)
+	return "", 0, fmt.Errorf("no go block under %q", heading)
 }
 
 func headingLevel(l string) int {
@@ -140,13 +142,20 @@ var (
 // error check written `{ ... }` ("handle it") becomes `{ return err }`; a
 // block of statements becomes the body of a function with s.Params, a block
 // of declarations stays at top level. Nothing else of the block changes.
-func Program(s Snippet, block string) ([]byte, error) {
+//
+// With line > 0 (the block's first line in s.Doc), each line of the block
+// is preceded by a //line directive, so that the compiler reports errors at
+// their place in the document; the program is then left unformatted (gofmt
+// would indent the directives, and the compiler reads them only at the start
+// of a line).
+func Program(s Snippet, block string, line int) ([]byte, error) {
 	imports := map[string]bool{}
 	for _, i := range s.Imports {
 		imports[fmt.Sprintf("%q", i)] = true
 	}
 	lines := strings.Split(strings.TrimRight(block, "\n"), "\n")
 	var body []string
+	var at []int // each body line's index in the block
 	for i := 0; i < len(lines); i++ {
 		l := lines[i]
 		t := strings.TrimSpace(l)
@@ -167,6 +176,7 @@ func Program(s Snippet, block string) ([]byte, error) {
 			imports[strings.TrimPrefix(t, "import ")] = true
 		default:
 			body = append(body, placeholder.ReplaceAllString(l, "{ return err }"))
+			at = append(at, i)
 		}
 	}
 	var specs []string
@@ -186,9 +196,16 @@ func Program(s Snippet, block string) ([]byte, error) {
 		b.WriteString(s.Decls + "\n\n")
 	}
 	for len(body) > 0 && strings.TrimSpace(body[0]) == "" {
-		body = body[1:]
+		body, at = body[1:], at[1:]
 	}
 	code := strings.Join(body, "\n")
+	if line > 0 {
+		var withLines []string
+		for i, l := range body {
+			withLines = append(withLines, fmt.Sprintf("//line %s:%d", s.Doc, line+at[i]), l)
+		}
+		code = strings.Join(withLines, "\n")
+	}
 	if strings.HasPrefix(strings.TrimSpace(code), "func ") {
 		b.WriteString(code + "\n\n")
 	} else {
@@ -202,6 +219,9 @@ func Program(s Snippet, block string) ([]byte, error) {
 	src, err := format.Source([]byte(b.String()))
 	if err != nil {
 		return nil, fmt.Errorf("%s under %q does not parse as Go: %w\n%s", s.Doc, s.Heading, err, b.String())
+	}
+	if line > 0 {
+		return []byte(b.String()), nil
 	}
 	return src, nil
 }
@@ -218,11 +238,11 @@ func Write(root, out, module string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		block, err := Block(string(md), s.Heading)
+		block, line, err := Block(string(md), s.Heading)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Doc, err)
 		}
-		src, err := Program(s, block)
+		src, err := Program(s, block, line)
 		if err != nil {
 			return nil, err
 		}
