@@ -199,6 +199,7 @@ func Program(s Snippet, block string, line int) ([]byte, error) {
 		body, at = body[1:], at[1:]
 	}
 	code := strings.Join(body, "\n")
+	topLevel := strings.HasPrefix(strings.TrimSpace(code), "func ")
 	if line > 0 {
 		var withLines []string
 		for i, l := range body {
@@ -206,7 +207,7 @@ func Program(s Snippet, block string, line int) ([]byte, error) {
 		}
 		code = strings.Join(withLines, "\n")
 	}
-	if strings.HasPrefix(strings.TrimSpace(code), "func ") {
+	if topLevel {
 		b.WriteString(code + "\n\n")
 	} else {
 		after := s.After

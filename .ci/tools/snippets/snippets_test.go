@@ -54,7 +54,7 @@ func TestProgramKeepsTheBlockAndFillsOnlyThePlaceholder(t *testing.T) {
 }
 
 func TestProgramKeepsDeclarationsAtTopLevel(t *testing.T) {
-	src, err := Program(Snippet{Decls: "func helper() int { return 1 }"}, "func TestX(t *testing.T) {\n\t_ = helper()\n}\n", 0)
+	src, err := Program(Snippet{Decls: "func helper() int { return 1 }"}, "func TestX(t *testing.T) {\n\t_ = helper()\n}\n", 3)
 	if err != nil {
 		t.Fatal(err)
 	}
