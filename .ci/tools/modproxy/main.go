@@ -131,8 +131,8 @@ func Check(pub []*repo.Module, want string) (string, error) {
 		sort.Strings(all)
 		problems = append(problems, "lobbyhost modules require each other at different versions: "+strings.Join(all, "; "))
 	}
-	if v != "" && (!semver.IsValid(v) || semver.Canonical(v) != v) {
-		problems = append(problems, fmt.Sprintf("%s is not a canonical semantic version (vX.Y.Z)", v))
+	if v != "" && (!semver.IsValid(v) || semver.Canonical(v) != v || module.IsPseudoVersion(v)) {
+		problems = append(problems, fmt.Sprintf("%s is not a release version (vX.Y.Z, as a tag would name it)", v))
 	}
 	if len(problems) > 0 {
 		sort.Strings(problems)
