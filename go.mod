@@ -1,6 +1,6 @@
 module github.com/lobbyhost/lobbyhost
 
-go 1.25
+go 1.25.0
 
 require (
 	github.com/anishathalye/porcupine v1.3.1

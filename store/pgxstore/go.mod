@@ -2,13 +2,11 @@ module github.com/lobbyhost/lobbyhost/store/pgxstore
 
 go 1.25.0
 
-replace github.com/lobbyhost/lobbyhost => ../..
-
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jonboulle/clockwork v0.5.0
-	github.com/lobbyhost/lobbyhost v0.0.0-00010101000000-000000000000
+	github.com/lobbyhost/lobbyhost v0.1.0
 )
 
 require (

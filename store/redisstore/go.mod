@@ -4,7 +4,7 @@ go 1.25.0
 
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/lobbyhost/lobbyhost v0.0.0
+	github.com/lobbyhost/lobbyhost v0.1.0
 	github.com/redis/rueidis v1.0.79
 )
 
@@ -14,5 +14,3 @@ require (
 	golang.org/x/sys v0.47.0 // indirect
 	pgregory.net/rapid v1.3.0 // indirect
 )
-
-replace github.com/lobbyhost/lobbyhost => ../..
