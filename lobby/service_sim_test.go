@@ -126,7 +126,6 @@ type sim struct {
 	claims   bool // the store offers Claim
 	ops      []*simOp
 	gens     map[[2]string][]uint64 // (lobby, player) → issued generations
-	stuck    error
 	// published events per lobby, in the order Publish got them.
 	pubMu     sync.Mutex
 	published map[string][]uint64
