@@ -37,13 +37,8 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 	if err := s.c.Do(ctx, s.c.B().Ping().Build()).Error(); err != nil {
 		return nil, fmt.Errorf("redisstore: notify: %w", err)
 	}
-	ch := make(chan struct{}, 1)
-	poke := func() {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
+	n := newWakeChan()
+	ch, poke := n.ch, n.poke
 
 	var (
 		mu         sync.Mutex
@@ -68,7 +63,7 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 	failed := make(chan error, 1)
 
 	go func() {
-		defer close(ch)
+		defer n.close()
 		for {
 			err := s.c.Receive(sctx, s.c.B().Subscribe().Channel(s.channel).Build(), func(rueidis.PubSubMessage) { poke() })
 			if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
@@ -107,5 +102,39 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 			return nil, cerr
 		}
 		return nil, err
+	}
+}
+
+// wakeChan is a coalescing wake-up channel that may be poked from rueidis'
+// pipe goroutine (message and subscription callbacks) after the goroutine
+// that owns it has closed it: rueidis can deliver a message for a
+// subscription while Receive is returning. poke after close is a no-op,
+// never a send on a closed channel, and close and poke never race.
+type wakeChan struct {
+	mu     sync.Mutex
+	ch     chan struct{}
+	closed bool
+}
+
+func newWakeChan() *wakeChan { return &wakeChan{ch: make(chan struct{}, 1)} }
+
+func (w *wakeChan) poke() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	select {
+	case w.ch <- struct{}{}:
+	default:
+	}
+}
+
+func (w *wakeChan) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.closed {
+		w.closed = true
+		close(w.ch)
 	}
 }
