@@ -344,6 +344,19 @@ func (c *wsClient) sendRaw(typ websocket.MessageType, data []byte) {
 	}
 }
 
+// buffered returns a message the reader already received, if any. The
+// reader queues every message before it marks the socket closed, so after
+// closed a select may pick closed over a message still queued: callers
+// look here before concluding that nothing came.
+func (c *wsClient) buffered() (msg, bool) {
+	select {
+	case m := <-c.in:
+		return m, true
+	default:
+		return msg{}, false
+	}
+}
+
 // next returns the next message, failing the test after waitLimit.
 func (c *wsClient) next() msg {
 	c.t.Helper()
@@ -351,6 +364,9 @@ func (c *wsClient) next() msg {
 	case m := <-c.in:
 		return m
 	case <-c.closed:
+		if m, ok := c.buffered(); ok {
+			return m
+		}
 		c.t.Fatalf("%s: socket closed while waiting for a message: %v", c.user, c.closeErr)
 	case <-time.After(waitLimit):
 		c.t.Fatalf("%s: no message within %v", c.user, waitLimit)
@@ -371,6 +387,16 @@ func (c *wsClient) waitFor(desc string, pred func(msg) bool) msg {
 			}
 			seen = append(seen, m.raw)
 		case <-c.closed:
+			for {
+				m, ok := c.buffered()
+				if !ok {
+					break
+				}
+				if pred(m) {
+					return m
+				}
+				seen = append(seen, m.raw)
+			}
 			c.t.Fatalf("%s: socket closed (%v) while waiting for %s; saw:\n%s", c.user, c.closeErr, desc, strings.Join(seen, "\n"))
 		case <-deadline:
 			c.t.Fatalf("%s: no %s within %v; saw:\n%s", c.user, desc, waitLimit, strings.Join(seen, "\n"))
@@ -390,7 +416,15 @@ func (c *wsClient) tryFor(d time.Duration, pred func(msg) bool) (msg, bool) {
 				return m, true
 			}
 		case <-c.closed:
-			return msg{}, false
+			for {
+				m, ok := c.buffered()
+				if !ok {
+					return msg{}, false
+				}
+				if pred(m) {
+					return m, true
+				}
+			}
 		case <-timer.C:
 			return msg{}, false
 		}

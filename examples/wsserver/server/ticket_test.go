@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTicketEndpoint(t *testing.T) {
@@ -104,7 +105,13 @@ func TestTicketRefusals(t *testing.T) {
 		rev := e.snapshot("reuse").Revision
 		c.conn.Close(1000, "")
 		refused(t, "/ws?ticket="+url.QueryEscape(tk), 401)
-		if snap := e.snapshot("reuse"); snap.Revision != rev+1 || snap.Members[0].Status.String() != "reconnecting" {
+		// The server commits the close when its reader sees the socket
+		// end, which may come after the client's Close returned.
+		snap := e.snapshot("reuse")
+		for deadline := time.Now().Add(waitLimit); snap.Revision == rev && time.Now().Before(deadline); snap = e.snapshot("reuse") {
+			time.Sleep(time.Millisecond)
+		}
+		if snap.Revision != rev+1 || snap.Members[0].Status.String() != "reconnecting" {
 			t.Errorf("after the reuse: revision %d (%v), want only the close (revision %d, reconnecting)", snap.Revision, snap.Members, rev+1)
 		}
 	})
