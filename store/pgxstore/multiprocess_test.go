@@ -321,6 +321,29 @@ func testKilledProcess(t *testing.T, survivor bool) {
 		upTo[id] = final[id].Revision
 	}
 	g.waitPublished(upTo)
+	// A peer's relay can publish an event as soon as its write commits,
+	// before the writer has heard back; stopping the writer then would
+	// cancel that write's round trip and leave its commit unreported. Wait
+	// for the finisher to report every expiry it committed.
+	g.waitFor(finisher.name+"'s report of every expiry it committed", func() bool {
+		have := map[string]map[uint64]bool{}
+		for _, m := range filterKind(finisher.msgs, "commit") {
+			for _, ev := range m.Events {
+				if have[m.Lobby] == nil {
+					have[m.Lobby] = map[uint64]bool{}
+				}
+				have[m.Lobby][ev.Revision] = true
+			}
+		}
+		for id, evs := range expiries {
+			for _, ev := range evs {
+				if !have[id][ev.Revision] {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	finisher.stop()
 
 	got := g.history()
