@@ -1,6 +1,7 @@
 package lobby
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,7 +54,7 @@ type CounterSnapshot struct {
 }
 
 // Observe implements Observer.
-func (c *Counters) Observe(o Observation) {
+func (c *Counters) Observe(_ context.Context, o Observation) {
 	if o.Attempts > 1 {
 		c.conflicts.Add(uint64(o.Attempts - 1))
 	}

@@ -177,7 +177,7 @@ type blockingObserver struct {
 	got  chan error
 }
 
-func (o *blockingObserver) Observe(obs lobby.Observation) {
+func (o *blockingObserver) Observe(_ context.Context, obs lobby.Observation) {
 	if obs.Command.Op != lobby.OpJoin {
 		return
 	}

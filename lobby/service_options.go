@@ -43,6 +43,9 @@ type Observation struct {
 	// (the Machine raises it to the lobby's last transition time if that
 	// is later); zero if the command never reached the lobby.
 	At time.Time
+	// Duration is how long the command took, from its call to its
+	// outcome, waiting for the lobby included, on the Service's clock.
+	Duration time.Duration
 }
 
 // Observer is told about every command a Service handles, after the
@@ -50,8 +53,27 @@ type Observation struct {
 // after the lobby is released (so it may call the Service, even about the
 // same lobby), and must be fast and safe for concurrent use; [Counters] is a
 // ready-made one.
+//
+// ctx is the command's context, so a tracing Observer can attach its span
+// to the caller's trace; it may be done already (a command that failed on
+// its context is observed too).
 type Observer interface {
-	Observe(Observation)
+	Observe(ctx context.Context, o Observation)
+}
+
+// ObserverFunc adapts a function to an Observer.
+type ObserverFunc func(ctx context.Context, o Observation)
+
+// Observe calls f.
+func (f ObserverFunc) Observe(ctx context.Context, o Observation) { f(ctx, o) }
+
+// Observers returns an Observer that tells each of obs in turn.
+func Observers(obs ...Observer) Observer {
+	return ObserverFunc(func(ctx context.Context, o Observation) {
+		for _, ob := range obs {
+			ob.Observe(ctx, o)
+		}
+	})
 }
 
 // Option configures a Service.

@@ -385,7 +385,7 @@ type simService struct {
 
 type simObserver struct{ s *sim }
 
-func (o simObserver) Observe(obs Observation) {
+func (o simObserver) Observe(_ context.Context, obs Observation) {
 	s := o.s
 	a := s.current
 	if a == nil || len(a.cmds) == 0 {

@@ -47,6 +47,7 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 	if err := checkCommand(t.cmd); err != nil {
 		return Result{}, err
 	}
+	start := s.clock.Now()
 	var o outcome
 	sl, err := s.lobbies.acquire(ctx, id, s.yieldHook())
 	if err != nil {
@@ -61,7 +62,7 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 		s.committed(id, o)
 	}
 	if s.cfg.observer != nil {
-		s.cfg.observer.Observe(Observation{
+		s.cfg.observer.Observe(ctx, Observation{
 			Lobby:     id,
 			Command:   t.cmd,
 			Result:    o.res,
@@ -69,6 +70,7 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 			Committed: o.committed,
 			Attempts:  o.attempts,
 			At:        o.at,
+			Duration:  s.clock.Since(start),
 		})
 	}
 	return o.res, o.err

@@ -347,7 +347,7 @@ func heartbeatLoop(ctx context.Context, svc *lobby.Service, conns *childConns, i
 
 type observerFunc func(lobby.Observation)
 
-func (f observerFunc) Observe(o lobby.Observation) { f(o) }
+func (f observerFunc) Observe(_ context.Context, o lobby.Observation) { f(o) }
 
 // The harness.
 

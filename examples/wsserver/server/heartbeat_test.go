@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,7 +10,7 @@ import (
 
 type observerFunc func(lobby.Observation)
 
-func (f observerFunc) Observe(o lobby.Observation) { f(o) }
+func (f observerFunc) Observe(_ context.Context, o lobby.Observation) { f(o) }
 
 // heartbeats returns a Config mutation that reports every applied
 // heartbeat's player on the returned channel.

@@ -340,13 +340,13 @@ func (s *Server) nextMessageID() string {
 // transition ended, and passes everything on to Config.Observer.
 type observer struct{ s *Server }
 
-func (o observer) Observe(ob lobby.Observation) {
-	o.s.counters.Observe(ob)
+func (o observer) Observe(ctx context.Context, ob lobby.Observation) {
+	o.s.counters.Observe(ctx, ob)
 	for _, e := range ob.Result.Ended {
 		o.s.hub.endGeneration(ob.Lobby, e)
 	}
 	if o.s.cfg.Observer != nil {
-		o.s.cfg.Observer.Observe(ob)
+		o.s.cfg.Observer.Observe(ctx, ob)
 	}
 }
 
