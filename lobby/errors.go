@@ -1,6 +1,9 @@
 package lobby
 
-import "errors"
+import (
+	"errors"
+	"strconv"
+)
 
 // Errors returned by this package, possibly wrapped: compare with errors.Is.
 // A stale report (a heartbeat or close for a generation that already ended)
@@ -56,3 +59,33 @@ func IsRefusal(err error) bool {
 	}
 	return false
 }
+
+// A RefusalError is a rule's refusal of a command on the lobby's current
+// state. It wraps the rule's sentinel (errors.Is works with ErrLobbyFull,
+// ErrNotHost, ErrNotMember, ErrNotEligible and ErrNotEmpty). Its message
+// names the lobby and the rule but never a player: player IDs are personal
+// data and error strings end up in logs. Code that needs the players reads
+// the fields (errors.As).
+type RefusalError struct {
+	// Err is the rule's sentinel.
+	Err error
+	// Lobby is the lobby's ID.
+	Lobby string
+	// Player is the command's subject or actor (the joining player, the
+	// actor of TransferHost); Target is the player a command names (the new
+	// host of TransferHost). Either may be empty.
+	Player, Target string
+	// Detail is a fact without player IDs ("3 members").
+	Detail string
+}
+
+func (e *RefusalError) Error() string {
+	msg := e.Err.Error() + ": lobby " + strconv.Quote(e.Lobby)
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	return msg
+}
+
+// Unwrap returns the rule's sentinel.
+func (e *RefusalError) Unwrap() error { return e.Err }

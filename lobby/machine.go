@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -331,7 +332,7 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 	i := s.memberIndex(cmd.Player)
 	if i < 0 {
 		if p.MaxMembers > 0 && len(s.Members) >= p.MaxMembers {
-			return false, fmt.Errorf("%w: %d members", ErrLobbyFull, len(s.Members))
+			return false, &RefusalError{Err: ErrLobbyFull, Lobby: s.ID, Player: cmd.Player, Detail: strconv.Itoa(len(s.Members)) + " members"}
 		}
 		conn.Gen = st.newGen()
 		s.Members = append(s.Members, Member{
@@ -441,14 +442,14 @@ func (st *step) leave(cmd Command, now time.Time) bool {
 func (st *step) transferHost(cmd Command, now time.Time) (bool, error) {
 	s := st.s
 	if s.Host == "" || s.Host != cmd.Player {
-		return false, fmt.Errorf("%w: %q does not host lobby %q", ErrNotHost, cmd.Player, s.ID)
+		return false, &RefusalError{Err: ErrNotHost, Lobby: s.ID, Player: cmd.Player, Target: cmd.To}
 	}
 	to := s.Member(cmd.To)
 	if to == nil {
-		return false, fmt.Errorf("%w: %q in lobby %q", ErrNotMember, cmd.To, s.ID)
+		return false, &RefusalError{Err: ErrNotMember, Lobby: s.ID, Player: cmd.Player, Target: cmd.To}
 	}
 	if !st.eligible(to, now) {
-		return false, fmt.Errorf("%w: %q in lobby %q", ErrNotEligible, cmd.To, s.ID)
+		return false, &RefusalError{Err: ErrNotEligible, Lobby: s.ID, Player: cmd.Player, Target: cmd.To}
 	}
 	if cmd.To == cmd.Player {
 		st.r.Outcome = OutcomeNoop

@@ -156,44 +156,44 @@ func (s *State) Validate() error {
 			return fmt.Errorf("%w: lobby %q: member %d: %w", ErrCorrupt, s.ID, i, err)
 		}
 		if m.JoinSeq <= prevSeq || m.JoinSeq >= s.NextJoinSeq {
-			return bad("member %q: join sequence %d out of order or not yet issued", m.Player, m.JoinSeq)
+			return bad("member %d: join sequence %d out of order or not yet issued", i, m.JoinSeq)
 		}
 		prevSeq = m.JoinSeq
 		for j := range i {
 			if s.Members[j].Player == m.Player {
-				return bad("player %q listed twice", m.Player)
+				return bad("members %d and %d are one player", j, i)
 			}
 		}
 		if m.Player == s.Host {
 			hostFound = true
 		}
 		if err := validateAttrs(m.Attrs); err != nil {
-			return fmt.Errorf("%w: lobby %q: member %q: %w", ErrCorrupt, s.ID, m.Player, err)
+			return fmt.Errorf("%w: lobby %q: member %d: %w", ErrCorrupt, s.ID, i, err)
 		}
 		if m.LastGen == 0 || m.LastGen >= s.NextGen {
-			return bad("member %q: last generation %d not issued", m.Player, m.LastGen)
+			return bad("member %d: last generation %d not issued", i, m.LastGen)
 		}
 		online := len(m.Conns) > 0
 		if online == !m.ReconnectBy.IsZero() {
-			return bad("member %q: online exactly when it has no reconnect deadline", m.Player)
+			return bad("member %d: online exactly when it has no reconnect deadline", i)
 		}
 		if !online && !m.ReconnectBy.After(s.Updated) {
-			return bad("member %q: reconnect deadline %v not after the last transition", m.Player, m.ReconnectBy)
+			return bad("member %d: reconnect deadline %v not after the last transition", i, m.ReconnectBy)
 		}
 		var prevGen uint64
 		for _, c := range m.Conns {
 			if c.Gen <= prevGen || c.Gen > m.LastGen {
-				return bad("member %q: generation %d out of order", m.Player, c.Gen)
+				return bad("member %d: generation %d out of order", i, c.Gen)
 			}
 			prevGen = c.Gen
 			if !c.Deadline.IsZero() && !c.Deadline.After(s.Updated) {
-				return bad("member %q: heartbeat deadline %v not after the last transition", m.Player, c.Deadline)
+				return bad("member %d: heartbeat deadline %v not after the last transition", i, c.Deadline)
 			}
 			gens = append(gens, c.Gen)
 		}
 	}
 	if !hostFound {
-		return bad("host %q is not a member", s.Host)
+		return bad("the host is not a member")
 	}
 	slices.Sort(gens)
 	for i := 1; i < len(gens); i++ {

@@ -263,3 +263,58 @@ func TestReclaimKeepsLastTransitionTime(t *testing.T) {
 		t.Fatalf("revision %d after reclaim, want above 2", res.Revision)
 	}
 }
+
+// TestErrorsNameNoPlayer: error strings reach logs, so refusals and corrupt
+// records name the lobby and the rule, never a player; the players are
+// fields of the RefusalError.
+func TestErrorsNameNoPlayer(t *testing.T) {
+	ctx := context.Background()
+	const secret, other = "alice@example.org", "bob@example.org"
+	clock := clockwork.NewFakeClockAt(t0)
+	p := lobby.DefaultPolicy()
+	p.MaxMembers = 2
+	svc := newService(t, memstore.New(), clock, lobby.WithPolicy(p))
+	must(t)(svc.Join(ctx, "l", secret, nil))
+	g := must(t)(svc.Join(ctx, "l", other, nil)).Gen
+	must(t)(svc.Disconnect(ctx, "l", other, g))
+	checks := []struct {
+		name           string
+		err            error
+		want           error
+		player, target string
+	}{
+		{"full", func() error { _, err := svc.Join(ctx, "l", "carol@example.org", nil); return err }(), lobby.ErrLobbyFull, "carol@example.org", ""},
+		{"not host", func() error { _, err := svc.TransferHost(ctx, "l", other, secret); return err }(), lobby.ErrNotHost, other, secret},
+		{"not member", func() error { _, err := svc.TransferHost(ctx, "l", secret, "dave@example.org"); return err }(), lobby.ErrNotMember, secret, "dave@example.org"},
+		{"not eligible", func() error { _, err := svc.TransferHost(ctx, "l", secret, other); return err }(), lobby.ErrNotEligible, secret, other},
+		{"not empty", svc.Reclaim(ctx, "l"), lobby.ErrNotEmpty, "", ""},
+	}
+	for _, c := range checks {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, c.err, c.want)
+			continue
+		}
+		for _, id := range []string{secret, other, "carol@example.org", "dave@example.org"} {
+			if strings.Contains(c.err.Error(), id) {
+				t.Errorf("%s: error %q names player %q", c.name, c.err, id)
+			}
+		}
+		var re *lobby.RefusalError
+		if !errors.As(c.err, &re) || re.Lobby != "l" || re.Player != c.player || re.Target != c.target {
+			t.Errorf("%s: RefusalError %+v, want lobby l, player %q, target %q", c.name, re, c.player, c.target)
+		}
+		if !lobby.IsRefusal(c.err) {
+			t.Errorf("%s: IsRefusal false", c.name)
+		}
+	}
+	// A corrupt record: a player listed twice.
+	st := lobby.NewState("m", 0)
+	st.NextJoinSeq, st.NextGen, st.Revision, st.Updated = 3, 3, 2, t0
+	st.Members = []lobby.Member{
+		{Player: secret, JoinSeq: 1, LastGen: 1, Conns: []lobby.Conn{{Gen: 1}}},
+		{Player: secret, JoinSeq: 2, LastGen: 2, Conns: []lobby.Conn{{Gen: 2}}},
+	}
+	if err := st.Validate(); !errors.Is(err, lobby.ErrCorrupt) || strings.Contains(err.Error(), secret) {
+		t.Errorf("corrupt record: %v, want ErrCorrupt naming no player", err)
+	}
+}

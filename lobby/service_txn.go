@@ -113,7 +113,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 		o.at = s.clock.Now()
 		res, err := s.m.applyChecked(work, t.cmd, o.at)
 		if err == nil && t.reclaim && len(work.Members) > 0 {
-			err = fmt.Errorf("%w: lobby %q has %d members", ErrNotEmpty, id, len(work.Members))
+			err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}
 		}
 		if err != nil || !res.Changed {
 			// Nothing to write, and work is unchanged (a refusal leaves
