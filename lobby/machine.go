@@ -355,6 +355,9 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 			mem.Attrs = maps.Clone(cmd.Attrs)
 		}
 		reconnecting := len(mem.Conns) == 0
+		if reconnecting {
+			st.r.Away = max(0, now.Sub(mem.ReconnectBy.Add(-p.Grace)))
+		}
 		if n := p.MaxConnectionsPerPlayer; n > 0 && len(mem.Conns) >= n {
 			drop := len(mem.Conns) - n + 1
 			for _, c := range mem.Conns[:drop] {
@@ -404,6 +407,9 @@ func (st *step) heartbeat(cmd Command, now time.Time) bool {
 		return false
 	}
 	st.r.Outcome = OutcomeApplied
+	if old := mem.Conns[i].Deadline; !old.IsZero() {
+		st.r.Slack = old.Sub(now)
+	}
 	d := st.m.p.HeartbeatDeadline(now)
 	if mem.Conns[i].Deadline.Equal(d) {
 		return false

@@ -150,4 +150,12 @@ type Result struct {
 	// Changed reports whether the state changed and must be committed;
 	// invisible changes (a heartbeat, a second tab) count.
 	Changed bool
+	// Away, for a Join that brought a reconnecting member back: how long
+	// the member had been without a connection (its reconnect deadline
+	// less the grace in force now, up to the join). Zero otherwise.
+	Away time.Duration
+	// Slack, for a Heartbeat on a live generation with a heartbeat
+	// deadline: how long that deadline still had to run when the heartbeat
+	// came. Zero otherwise.
+	Slack time.Duration
 }

@@ -66,6 +66,10 @@ type Service struct {
 	relayPoke  chan struct{}
 	nextWakeNs atomic.Int64 // when the sweeper next wakes on its own; MaxInt64 while awake
 
+	// advice measures returns and heartbeat gaps per client class
+	// (WithClientClass); nil without it.
+	advice *adviceBook
+
 	// hooks are set only by this package's tests.
 	hooks *testHooks
 }
@@ -113,6 +117,9 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 		lobbies:   newLobbyTable(cfg.cache, cfg.cacheSize, cfg.cacheIdle),
 		sweepPoke: make(chan struct{}, 1),
 		relayPoke: make(chan struct{}, 1),
+	}
+	if cfg.class != nil {
+		s.advice = newAdviceBook(cfg.class, m.p.HeartbeatTTL)
 	}
 	s.nextWakeNs.Store(math.MaxInt64)
 	return s, nil

@@ -94,7 +94,10 @@ type config struct {
 	cache      bool
 	cacheSize  int
 	cacheIdle  time.Duration
+	class      func(lobby, player string) string
 }
+
+func errNilOption(what string) error { return fmt.Errorf("%w: nil %s", ErrInvalidOption, what) }
 
 func defaultConfig() config {
 	return config{

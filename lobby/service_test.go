@@ -654,6 +654,7 @@ func TestServiceBadInput(t *testing.T) {
 		{"short pseudonym key", cs, []lobby.Option{lobby.WithPseudonymKey([]byte("short"))}, lobby.ErrInvalidOption},
 		{"zero resync", cs, []lobby.Option{lobby.WithResync(0)}, lobby.ErrInvalidOption},
 		{"zero cache bound", cs, []lobby.Option{lobby.WithCache(0, time.Minute)}, lobby.ErrInvalidOption},
+		{"nil client class", cs, []lobby.Option{lobby.WithClientClass(nil)}, lobby.ErrInvalidOption},
 		{"zero policy", cs, []lobby.Option{lobby.WithPolicy(lobby.Policy{})}, lobby.ErrInvalidPolicy},
 	}
 	for _, tt := range options {

@@ -61,6 +61,9 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 	if o.committed {
 		s.committed(id, o)
 	}
+	if s.advice != nil && o.err == nil {
+		s.advice.record(id, t.cmd, o.res)
+	}
 	if s.cfg.observer != nil {
 		s.cfg.observer.Observe(ctx, Observation{
 			Lobby:     id,
