@@ -117,11 +117,12 @@ func (s *Shadow) Service() *lobby.Service { return s.svc }
 // Switch returns the Shadow's Switch.
 func (s *Shadow) Switch() *Switch { return s.sw }
 
-// conn is one generation as the evidence shows it.
+// conn is one generation as the evidence shows it: kept from its join
+// until its close (or its player's Leave); one that timed out stays, since
+// it explains a legacy logic that still counts it.
 type conn struct {
 	player   string
 	deadline time.Time // heartbeat deadline; zero under TTL 0
-	closed   bool
 }
 
 // closeRec is a player's last reported close.
@@ -188,8 +189,8 @@ func (s *Shadow) noteEvents(l *lobbyState, res lobby.Result) {
 		}
 	}
 	for _, e := range res.Ended {
-		if c := l.conns[e.Gen]; c != nil && e.Cause != lobby.EndTimedOut {
-			c.closed = true
+		if e.Cause != lobby.EndTimedOut {
+			delete(l.conns, e.Gen)
 		}
 	}
 }
@@ -251,16 +252,18 @@ func (s *Shadow) Disconnect(ctx context.Context, id, player string, gen uint64) 
 	defer s.mu.Unlock()
 	l := s.lobby(id)
 	stale := l.newest[player] > gen
-	l.lastClose[player] = closeRec{gen: gen, at: now, stale: stale, wasHost: l.lhHost == player}
 	if c := l.conns[gen]; c != nil && c.player == player {
-		c.closed = true
+		delete(l.conns, gen)
 	}
 	note := ""
 	if stale {
 		note = "newer generation exists"
 	}
 	s.note(l, Entry{At: now, Kind: KindClose, Player: player, Gen: gen, Note: note})
+	// A close never moves the host, so the host after the command (the
+	// catch-up before it may have moved it) is the host the close hit.
 	s.noteEvents(l, res)
+	l.lastClose[player] = closeRec{gen: gen, at: now, stale: stale, wasHost: l.lhHost == player}
 	return res, nil
 }
 
@@ -366,20 +369,23 @@ func (s *Shadow) ReportLegacyHost(ctx context.Context, id, host string, at time.
 	return d, nil
 }
 
-// timedOut reports whether player's evidence shows connections that all
-// missed their heartbeat deadline by now (and none closed after them).
-func timedOut(l *lobbyState, player string, now time.Time) bool {
-	any := false
+// timedOut reports whether player's evidence shows an unclosed connection
+// that missed its heartbeat deadline by now (all: and no live one).
+func timedOut(l *lobbyState, player string, now time.Time, all bool) bool {
+	found := false
 	for _, c := range l.conns {
-		if c.player != player || c.closed {
+		if c.player != player {
 			continue
 		}
 		if c.deadline.IsZero() || now.Before(c.deadline) {
-			return false
+			if all {
+				return false
+			}
+			continue
 		}
-		any = true
+		found = true
 	}
-	return any
+	return found
 }
 
 // classify names the likely cause of legacy ≠ lh, checking the classes in
@@ -397,7 +403,7 @@ func (s *Shadow) classify(l *lobbyState, legacy, lh string, status map[string]lo
 				return Grace
 			}
 		case lobby.StatusReconnecting:
-			if timedOut(l, lh, now) {
+			if timedOut(l, lh, now, true) {
 				return MissingHeartbeat
 			}
 			if closed {
@@ -405,7 +411,8 @@ func (s *Shadow) classify(l *lobbyState, legacy, lh string, status map[string]lo
 			}
 		}
 	}
-	if legacy != "" && timedOut(l, legacy, now) {
+	// The legacy logic may be counting any connection lobbyhost timed out.
+	if legacy != "" && timedOut(l, legacy, now, false) {
 		return MissingHeartbeat
 	}
 	if legacy != "" && lh != "" && status[legacy] == lobby.StatusOnline && status[lh] == lobby.StatusOnline {
