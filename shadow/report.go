@@ -20,9 +20,10 @@ const (
 	KindLegacy                       // the legacy host changed
 	KindLobbyhost                    // lobbyhost's host changed
 	KindDisagreement                 // a disagreement was recorded
+	KindTimedOut                     // lobbyhost timed out a member's last connection
 )
 
-var kindNames = [...]string{KindJoin: "join", KindClose: "close", KindLeave: "leave", KindLegacy: "legacy host", KindLobbyhost: "lobbyhost host", KindDisagreement: "disagreement"}
+var kindNames = [...]string{KindJoin: "join", KindClose: "close", KindLeave: "leave", KindLegacy: "legacy host", KindLobbyhost: "lobbyhost host", KindDisagreement: "disagreement", KindTimedOut: "timed out"}
 
 func (k Kind) String() string {
 	if int(k) < len(kindNames) && kindNames[k] != "" {
@@ -47,27 +48,49 @@ type Entry struct {
 	Note     string
 }
 
+// Evidence returns the player the entry's evidence is about ("" unless
+// the entry is a join, close, leave or timeout).
+func (e Entry) Evidence() string {
+	switch e.Kind {
+	case KindJoin, KindClose, KindLeave, KindTimedOut:
+		return e.Player
+	}
+	return ""
+}
+
+// LegacyHost returns the legacy host the entry shows, and whether it shows
+// one (a legacy host change or a disagreement).
+func (e Entry) LegacyHost() (string, bool) {
+	return e.Player, e.Kind == KindLegacy || e.Kind == KindDisagreement
+}
+
+// LobbyhostHost returns lobbyhost's host the entry shows, and whether it
+// shows one (a lobbyhost host change or a disagreement).
+func (e Entry) LobbyhostHost() (string, bool) {
+	switch e.Kind {
+	case KindLobbyhost:
+		return e.Player, true
+	case KindDisagreement:
+		return e.Other, true
+	}
+	return "", false
+}
+
 // Text renders the entry on one line.
 func (e Entry) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %-14s", e.At.UTC().Format("15:04:05.000"), e.Kind)
-	host := func(p string) string {
-		if p == "" {
-			return "(none)"
-		}
-		return p
-	}
 	switch e.Kind {
 	case KindJoin, KindClose:
 		fmt.Fprintf(&b, " %s gen %d", e.Player, e.Gen)
-	case KindLeave:
+	case KindLeave, KindTimedOut:
 		fmt.Fprintf(&b, " %s", e.Player)
 	case KindLegacy:
-		fmt.Fprintf(&b, " %s", host(e.Player))
+		fmt.Fprintf(&b, " %s", hostName(e.Player))
 	case KindLobbyhost:
-		fmt.Fprintf(&b, " %s (rev %d)", host(e.Player), e.Revision)
+		fmt.Fprintf(&b, " %s (rev %d)", hostName(e.Player), e.Revision)
 	case KindDisagreement:
-		fmt.Fprintf(&b, " %s: legacy %s, lobbyhost %s (rev %d)", e.Class, host(e.Player), host(e.Other), e.Revision)
+		fmt.Fprintf(&b, " %s: legacy %s, lobbyhost %s (rev %d)", e.Class, hostName(e.Player), hostName(e.Other), e.Revision)
 	}
 	if e.Note != "" {
 		fmt.Fprintf(&b, " [%s]", e.Note)
@@ -163,13 +186,19 @@ func (r Report) WriteText(w io.Writer, timelines bool) error {
 }
 
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"host": func(p string) string {
-		if p == "" {
-			return "(none)"
-		}
-		return p
-	},
 	"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
+	"legacy": func(e Entry) string {
+		if h, ok := e.LegacyHost(); ok {
+			return hostName(h)
+		}
+		return ""
+	},
+	"lobbyhost": func(e Entry) string {
+		if h, ok := e.LobbyhostHost(); ok {
+			return hostName(h)
+		}
+		return ""
+	},
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>lobbyhost shadow report</title>
 <style>
@@ -189,8 +218,8 @@ code{font-size:90%}
 {{end}}{{end}}
 <h2>Timelines</h2>
 {{range .Lobbies}}<h3 id="lobby-{{.Lobby}}">lobby {{.Lobby}}</h3>
-<table><tr><th>time</th><th>what</th><th>player / legacy host</th><th>gen</th><th>lobbyhost host</th><th>revision</th><th>class</th><th>note</th></tr>
-{{range .Entries}}<tr{{if .Class}} class="disagreement"{{end}}><td>{{clock .At}}</td><td>{{.Kind}}</td><td>{{host .Player}}</td><td>{{if .Gen}}{{.Gen}}{{end}}</td><td>{{if .Other}}{{.Other}}{{end}}</td><td>{{if .Revision}}{{.Revision}}{{end}}</td><td>{{if .Class}}{{.Class}}{{end}}</td><td>{{.Note}}</td></tr>
+<table><tr><th>time</th><th>what</th><th>player</th><th>gen</th><th>legacy host</th><th>lobbyhost host</th><th>revision</th><th>class</th><th>note</th></tr>
+{{range .Entries}}<tr{{if .Class}} class="disagreement{{if eq .Class.String "unexplained"}} unexplained{{end}}"{{end}}><td>{{clock .At}}</td><td>{{.Kind}}</td><td>{{.Evidence}}</td><td>{{if .Gen}}{{.Gen}}{{end}}</td><td>{{legacy .}}</td><td>{{lobbyhost .}}</td><td>{{if .Revision}}{{.Revision}}{{end}}</td><td>{{if .Class}}{{.Class}}{{end}}</td><td>{{.Note}}</td></tr>
 {{end}}</table>
 {{end}}</body></html>
 `))
@@ -199,4 +228,11 @@ code{font-size:90%}
 // the samples and one timeline per kept lobby. Everything is escaped.
 func (r Report) WriteHTML(w io.Writer) error {
 	return htmlReport.Execute(w, r)
+}
+
+func hostName(p string) string {
+	if p == "" {
+		return "(none)"
+	}
+	return p
 }

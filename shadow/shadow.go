@@ -183,6 +183,9 @@ func (s *Shadow) noteEvents(l *lobbyState, res lobby.Result) {
 			continue
 		}
 		l.revision = ev.Revision
+		if ev.Reason == lobby.ReasonTimedOut {
+			s.note(l, Entry{At: ev.At, Kind: KindTimedOut, Player: ev.Subject, Revision: ev.Revision})
+		}
 		if ev.Host != ev.PrevHost {
 			l.lhHost = ev.Host
 			s.note(l, Entry{At: ev.At, Kind: KindLobbyhost, Player: ev.Host, Revision: ev.Revision, Note: string(ev.Reason)})
