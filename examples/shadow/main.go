@@ -24,10 +24,11 @@ func main() {
 
 	d := defaultDay
 	d.seed = *seed
-	rep, stats, err := simulate(d)
+	out, err := simulate(d)
 	if err != nil {
 		log.Fatal(err)
 	}
+	rep, stats := out.report, out.stats
 	fmt.Printf("simulated day (seed %d):", d.seed)
 	for _, k := range slices.Sorted(maps.Keys(stats)) {
 		fmt.Printf(" %s %d;", k, stats[k])

@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"time"
 
@@ -45,6 +46,41 @@ type session struct {
 	over    bool
 }
 
+// outcome is what a simulated day produced.
+type outcome struct {
+	report shadow.Report
+	// stats counts the misfortunes of the day.
+	stats map[string]int
+	// causes lists the misfortunes each lobby had.
+	causes map[string]map[string]bool
+	// disagreements are all the disagreements, from the decision log.
+	disagreements []disagreement
+}
+
+type disagreement struct{ lobby, class string }
+
+// logged collects the lobby and class of every disagreement the Shadow
+// logs.
+type logged struct{ out *[]disagreement }
+
+func (logged) Enabled(context.Context, slog.Level) bool { return true }
+func (h logged) WithAttrs([]slog.Attr) slog.Handler     { return h }
+func (h logged) WithGroup(string) slog.Handler          { return h }
+func (h logged) Handle(_ context.Context, r slog.Record) error {
+	var d disagreement
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "lobby":
+			d.lobby = a.Value.String()
+		case "class":
+			d.class = a.Value.String()
+		}
+		return true
+	})
+	*h.out = append(*h.out, d)
+	return nil
+}
+
 // sim drives the day's evidence through the naive logic and the Shadow.
 type sim struct {
 	ctx      context.Context
@@ -56,17 +92,32 @@ type sim struct {
 	sessions []*session
 	err      error
 	stats    map[string]int
+	causes   map[string]map[string]bool
 }
 
-// simulate runs the day and returns the Shadow's report.
-func simulate(d day) (shadow.Report, map[string]int, error) {
+// happened counts a misfortune and remembers that se had it.
+func (s *sim) happened(se *session, what string) {
+	s.stats[what]++
+	if se == nil {
+		return
+	}
+	if s.causes[se.id] == nil {
+		s.causes[se.id] = map[string]bool{}
+	}
+	s.causes[se.id][what] = true
+}
+
+// simulate runs the day.
+func simulate(d day) (outcome, error) {
 	clock := clockwork.NewFakeClockAt(dayStart)
-	sh, err := shadow.New(memstore.New(), shadow.Config{Clock: clock, Samples: 3},
+	var all []disagreement
+	sh, err := shadow.New(memstore.New(), shadow.Config{Clock: clock, Samples: 3, Logger: slog.New(logged{&all})},
 		lobby.WithPseudonymKey([]byte("examples/shadow: a fixed demo key")))
 	if err != nil {
-		return shadow.Report{}, nil, err
+		return outcome{}, err
 	}
-	s := &sim{ctx: context.Background(), rng: rand.New(rand.NewPCG(d.seed, 0x5eed)), clock: clock, sh: sh, stats: map[string]int{}}
+	s := &sim{ctx: context.Background(), rng: rand.New(rand.NewPCG(d.seed, 0x5eed)), clock: clock, sh: sh,
+		stats: map[string]int{}, causes: map[string]map[string]bool{}}
 	for i := range d.sessions {
 		at := time.Duration(s.rng.Int64N(int64(23 * time.Hour)))
 		id := fmt.Sprintf("match-%03d", i+1)
@@ -82,7 +133,7 @@ func simulate(d day) (shadow.Report, map[string]int, error) {
 		}
 		ev.fn()
 	}
-	return sh.Report(), s.stats, s.err
+	return outcome{report: sh.Report(), stats: s.stats, causes: s.causes, disagreements: all}, s.err
 }
 
 // at schedules fn at dayStart+d.
@@ -137,7 +188,7 @@ func (s *sim) plan(se *session, p string, joinAt, length time.Duration) {
 	case k < 15: // flaky network: a close, back inside the grace
 		s.in(when, func() {
 			if sock := s.live(se, p); sock != nil {
-				s.stats["reconnect inside the grace"]++
+				s.happened(se, "reconnect inside the grace")
 				s.close(se, sock)
 				s.in(s.secs(1, 6), func() { s.join(se, p) })
 			}
@@ -145,7 +196,7 @@ func (s *sim) plan(se *session, p string, joinAt, length time.Duration) {
 	case k < 27: // reconnect first, the old socket's close arrives late
 		s.in(when, func() {
 			if old := s.live(se, p); old != nil {
-				s.stats["late close after a reconnect"]++
+				s.happened(se, "late close after a reconnect")
 				s.join(se, p)
 				s.in(s.secs(1, 3), func() { s.close(se, old) })
 			}
@@ -153,7 +204,7 @@ func (s *sim) plan(se *session, p string, joinAt, length time.Duration) {
 	case k < 33: // the tab vanishes: no heartbeats, no close, no return
 		s.in(when, func() {
 			if sock := s.live(se, p); sock != nil {
-				s.stats["vanished tab"]++
+				s.happened(se, "vanished tab")
 				sock.dead = true
 				se.gone[p] = true
 			}
@@ -161,7 +212,7 @@ func (s *sim) plan(se *session, p string, joinAt, length time.Duration) {
 	case k < 41: // closes the tab and does not come back
 		s.in(when, func() {
 			if sock := s.live(se, p); sock != nil {
-				s.stats["closed for good"]++
+				s.happened(se, "closed for good")
 				se.gone[p] = true
 				s.close(se, sock)
 			}
@@ -169,7 +220,7 @@ func (s *sim) plan(se *session, p string, joinAt, length time.Duration) {
 	case k < 51: // leaves the lobby on purpose
 		s.in(when, func() {
 			if s.live(se, p) != nil {
-				s.stats["left"]++
+				s.happened(se, "left")
 				s.leave(se, p)
 			}
 		})
@@ -251,14 +302,14 @@ func (s *sim) beatRound(se *session) {
 // crash kills a server process: its sockets stop and never close. Most of
 // their clients reconnect to the other process a little later.
 func (s *sim) crash(proc int) {
-	s.stats["server crash"]++
+	s.happened(nil, "server crash")
 	for _, se := range s.sessions {
 		for _, sock := range se.socks {
 			if se.over || sock.closed || sock.dead || sock.proc != proc {
 				continue
 			}
 			sock.dead = true
-			s.stats["socket lost in a crash"]++
+			s.happened(se, "socket lost in a crash")
 			if s.rng.IntN(5) == 0 {
 				se.gone[sock.player] = true
 				continue
