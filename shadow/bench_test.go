@@ -27,8 +27,8 @@ func BenchmarkHeartbeat(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := svc.Heartbeat(ctx, "party-1", "ann", res.Gen); err != nil {
-				b.Fatal(err)
+			if hb, err := svc.Heartbeat(ctx, "party-1", "ann", res.Gen); err != nil || hb.Outcome != lobby.OutcomeApplied {
+				b.Fatal(hb.Outcome, err)
 			}
 		}
 	})
@@ -43,8 +43,8 @@ func BenchmarkHeartbeat(b *testing.B) {
 		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := sh.Heartbeat(ctx, "party-1", "ann", res.Gen); err != nil {
-				b.Fatal(err)
+			if hb, err := sh.Heartbeat(ctx, "party-1", "ann", res.Gen); err != nil || hb.Outcome != lobby.OutcomeApplied {
+				b.Fatal(hb.Outcome, err)
 			}
 		}
 	})
