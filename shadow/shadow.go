@@ -348,14 +348,8 @@ func (s *Shadow) ReportLegacyHost(ctx context.Context, id, host string, at time.
 			s.note(l, Entry{At: now, Kind: KindLobbyhost, Player: snap.Host, Revision: snap.Revision})
 		}
 	}
-	// Players lobbyhost removed keep no evidence, except timed-out
-	// connections, which explain a legacy host that still counts them.
-	status := make(map[string]lobby.Status, len(snap.Members))
-	for _, m := range snap.Members {
-		status[m.Player] = m.Status
-	}
 	if host != snap.Host {
-		d.Class = s.classify(l, host, snap.Host, status, now)
+		d.Class = s.classify(l, host, snap.Host, snap.Members, now)
 		pair := [2]string{host, snap.Host}
 		if l.agreeing || pair != l.pair {
 			d.Recorded = true
@@ -393,11 +387,19 @@ func timedOut(l *lobbyState, player string, now time.Time, all bool) bool {
 
 // classify names the likely cause of legacy ≠ lh, checking the classes in
 // their documented order.
-func (s *Shadow) classify(l *lobbyState, legacy, lh string, status map[string]lobby.Status, now time.Time) Class {
+func (s *Shadow) classify(l *lobbyState, legacy, lh string, members []lobby.MemberView, now time.Time) Class {
+	status := func(p string) lobby.Status {
+		for _, m := range members {
+			if m.Player == p {
+				return m.Status
+			}
+		}
+		return 0 // not a member
+	}
 	if lh != "" {
 		lc, closed := l.lastClose[lh]
 		closed = closed && lc.wasHost
-		switch status[lh] {
+		switch status(lh) {
 		case lobby.StatusOnline:
 			if closed && lc.stale {
 				return StaleClose
@@ -418,7 +420,7 @@ func (s *Shadow) classify(l *lobbyState, legacy, lh string, status map[string]lo
 	if legacy != "" && timedOut(l, legacy, now, false) {
 		return MissingHeartbeat
 	}
-	if legacy != "" && lh != "" && status[legacy] == lobby.StatusOnline && status[lh] == lobby.StatusOnline {
+	if legacy != "" && lh != "" && status(legacy) == lobby.StatusOnline && status(lh) == lobby.StatusOnline {
 		return Ordering
 	}
 	return Unexplained
