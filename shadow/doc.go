@@ -26,6 +26,10 @@
 //     not see inside the legacy logic. A class names the most likely cause;
 //     "unexplained" means none of the known causes fits and one side (either)
 //     has a defect worth reading.
+//   - A timeline shows lobbyhost's transitions as the Shadow sees them: in
+//     the results of the commands it sent and at each comparison. A timeout
+//     or host change the Service's sweeper committed shows at the next
+//     comparison.
 //   - Reports and the decision log carry pseudonyms (the Service's
 //     [lobby.Service.Pseudonym]), never raw player IDs. The Shadow keeps raw
 //     IDs in memory only, to match evidence.
