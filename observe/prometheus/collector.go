@@ -114,6 +114,10 @@ func New(opts ...Option) *Collector {
 // WithAdvisor or WithAdvisorFeed.
 func (c *Collector) Advisor() *lease.Advisor { return c.advisor }
 
+// Counters returns the values of the lobby.Counters behind the counters
+// this Collector exports.
+func (c *Collector) Counters() lobby.CounterSnapshot { return c.counters.Snapshot() }
+
 // Observe implements lobby.Observer.
 func (c *Collector) Observe(ctx context.Context, o lobby.Observation) {
 	c.counters.Observe(ctx, o)

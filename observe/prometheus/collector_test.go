@@ -198,6 +198,10 @@ func TestStory(t *testing.T) {
 		`lobbyhost_grace_advisor_expiries_total`:                                         1,
 	}, "lobbyhost_commands_total", "lobbyhost_command_duration_seconds_count", "lobbyhost_host_changes_total")
 
+	if s := e.c.Counters(); s.LeaseExpired != 1 || s.Reconnected != 1 || s.HostChanges[lobby.ReasonLeaseExpired] != 1 {
+		t.Errorf("Counters() = %+v, want 1 lease expiry, 1 reconnect, 1 host change by lease_expired", s)
+	}
+
 	// The testutil view of the same registry agrees.
 	if err := testutil.GatherAndCompare(e.reg, strings.NewReader(`
 # HELP lobbyhost_members_reconnecting Members in their grace, holding no live connection.
