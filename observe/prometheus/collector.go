@@ -246,6 +246,7 @@ var errorLabels = []struct {
 	{lobby.ErrInvalidAttrs, "invalid"},
 	{lobby.ErrInvalidCommand, "invalid"},
 	{lobby.ErrInvalidTime, "invalid"},
+	{lobby.ErrContention, "contention"},
 	{context.Canceled, "canceled"},
 	{context.DeadlineExceeded, "canceled"},
 }

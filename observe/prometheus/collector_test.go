@@ -325,7 +325,7 @@ func TestNoIDInLabels(t *testing.T) {
 	allowed := map[string]map[string]bool{
 		"operation": set("join", "heartbeat", "disconnect", "expire_lease", "leave", "transfer_host", "tick", "other"),
 		"outcome": set("applied", "noop", "stale", "not_due", "done", "refused:lobby_full", "refused:not_host",
-			"refused:not_member", "refused:not_eligible", "refused:not_empty", "invalid", "canceled", "error"),
+			"refused:not_member", "refused:not_eligible", "refused:not_empty", "invalid", "contention", "canceled", "error"),
 		"reason": set("joined", "reconnected", "disconnected", "timed_out", "lease_expired", "left", "host_transferred", "other"),
 	}
 	mfs, err := e.reg.Gather()
@@ -382,6 +382,7 @@ func TestObserveDirect(t *testing.T) {
 		{"not empty", lobby.Observation{Err: lobby.ErrNotEmpty}, "refused:not_empty"},
 		{"invalid time", lobby.Observation{Err: lobby.ErrInvalidTime}, "invalid"},
 		{"deadline", lobby.Observation{Err: context.DeadlineExceeded}, "canceled"},
+		{"contention", lobby.Observation{Err: fmt.Errorf("%w: after 32 attempts", lobby.ErrContention)}, "contention"},
 		{"store failure", lobby.Observation{Err: errors.New("connection reset")}, "error"},
 		{"corrupt", lobby.Observation{Err: lobby.ErrCorrupt}, "error"},
 	}
@@ -494,4 +495,83 @@ func wrap(c prometheus.Collector) prometheus.Gatherer {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(c)
 	return reg
+}
+
+// Commands on many lobbies at once, scraped while they run: the race
+// detector watches the Collector's state, and the totals come out exact.
+func TestConcurrent(t *testing.T) {
+	e := newEnv(t)
+	const lobbies, players = 8, 5
+	done := make(chan struct{})
+	scraped := make(chan struct{})
+	go func() {
+		defer close(scraped)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				if _, err := e.reg.Gather(); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}
+	}()
+	errs := make(chan error, lobbies)
+	for l := range lobbies {
+		go func() {
+			id := fmt.Sprintf("l%d", l)
+			var err error
+			for p := range players {
+				if _, jerr := e.svc.Join(e.ctx, id, fmt.Sprintf("p%d", p), nil); jerr != nil {
+					err = jerr
+				}
+			}
+			if _, lerr := e.svc.Leave(e.ctx, id, "p0"); lerr != nil {
+				err = lerr
+			}
+			errs <- err
+		}()
+	}
+	for range lobbies {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	close(done)
+	<-scraped
+	check(t, values(t, e.reg), map[string]float64{
+		`lobbyhost_commands_total{operation="join",outcome="applied"}`:  lobbies * players,
+		`lobbyhost_commands_total{operation="leave",outcome="applied"}`: lobbies,
+		"lobbyhost_lobbies":                             lobbies,
+		"lobbyhost_members":                             lobbies * (players - 1),
+		"lobbyhost_members_online":                      lobbies * (players - 1),
+		`lobbyhost_host_changes_total{reason="joined"}`: lobbies,
+		`lobbyhost_host_changes_total{reason="left"}`:   lobbies,
+	})
+}
+
+func BenchmarkObserve(b *testing.B) {
+	c := New(WithAdvisorFeed())
+	ctx := context.Background()
+	heartbeat := lobby.Observation{Lobby: "l", Command: lobby.Heartbeat("p", 1), Attempts: 1,
+		Duration: time.Millisecond, Result: lobby.Result{Outcome: lobby.OutcomeApplied, Changed: true}}
+	members := []lobby.MemberView{{Player: "p", Status: lobby.StatusOnline}, {Player: "q", Status: lobby.StatusOnline}}
+	b.Run("heartbeat", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			c.Observe(ctx, heartbeat)
+		}
+	})
+	b.Run("join_event", func(b *testing.B) {
+		b.ReportAllocs()
+		var rev uint64
+		for b.Loop() {
+			rev++
+			c.Observe(ctx, lobby.Observation{Lobby: "l", Command: lobby.Join("q", nil), Attempts: 1,
+				Result: lobby.Result{Outcome: lobby.OutcomeApplied, Changed: true, Events: []lobby.Event{{
+					Lobby: "l", Revision: rev, Host: "p", PrevHost: "p", Members: members, Reason: lobby.ReasonJoined, Subject: "q"}}}})
+		}
+	})
 }

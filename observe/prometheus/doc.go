@@ -40,9 +40,10 @@
 //   - outcome: applied, noop, stale, not_due, done (lobby.Outcome);
 //     refused:lobby_full, refused:not_host, refused:not_member,
 //     refused:not_eligible, refused:not_empty (a rule's refusal, see
-//     lobby.IsRefusal); invalid (bad attributes or time); canceled (the
+//     lobby.IsRefusal); invalid (bad attributes or time); contention (too
+//     many compare-and-set conflicts, lobby.ErrContention); canceled (the
 //     command's context ended); error (anything else: a store failure, a
-//     corrupt record, too many compare-and-set conflicts).
+//     corrupt record).
 //   - reason: the lobby.Reason of the event that moved the host (joined,
 //     reconnected, disconnected, timed_out, lease_expired, left,
 //     host_transferred), other for a reason this package does not know.
