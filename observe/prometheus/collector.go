@@ -30,7 +30,15 @@ type Collector struct {
 	mu      sync.Mutex
 	lobbies map[string]*summary
 	totals  census
+	// dropped and droppedOld remember the revision at which a lobby was
+	// emptied, so that an older event of it observed late does not bring
+	// it back. Each scrape (or maxDropped entries) ages dropped into
+	// droppedOld and forgets droppedOld.
+	dropped, droppedOld map[string]uint64
 }
+
+// maxDropped bounds the remembered emptied lobbies between two scrapes.
+const maxDropped = 4096
 
 var (
 	_ lobby.Observer       = (*Collector)(nil)
@@ -91,7 +99,7 @@ var defaultBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 
 
 // New returns a Collector with no observations yet.
 func New(opts ...Option) *Collector {
-	c := &Collector{buckets: defaultBuckets, lobbies: map[string]*summary{}}
+	c := &Collector{buckets: defaultBuckets, lobbies: map[string]*summary{}, dropped: map[string]uint64{}}
 	for _, o := range opts {
 		o(c)
 	}
@@ -136,10 +144,18 @@ func (c *Collector) Observe(ctx context.Context, o lobby.Observation) {
 
 // apply updates the summary of e's lobby. An event no newer than the one
 // applied last is ignored: two commands on one lobby may be observed in
-// the opposite order of their commits.
+// the opposite order of their commits (the Observer runs after the lobby
+// is released). That holds across the lobby's emptying for a scrape
+// interval or two (see dropped).
 func (c *Collector) apply(e lobby.Event) {
 	s := c.lobbies[e.Lobby]
 	if s == nil {
+		if rev, ok := c.dropped[e.Lobby]; ok && e.Revision <= rev {
+			return
+		}
+		if rev, ok := c.droppedOld[e.Lobby]; ok && e.Revision <= rev {
+			return
+		}
 		s = &summary{}
 	} else if e.Revision <= s.revision {
 		return
@@ -164,9 +180,18 @@ func (c *Collector) apply(e lobby.Event) {
 	}
 	if n.members == 0 {
 		delete(c.lobbies, e.Lobby)
+		c.dropped[e.Lobby] = e.Revision
+		if len(c.dropped) >= maxDropped {
+			c.ageDropped()
+		}
 	} else {
 		c.lobbies[e.Lobby] = s
 	}
+}
+
+// ageDropped forgets the older generation of emptied lobbies.
+func (c *Collector) ageDropped() {
+	c.droppedOld, c.dropped = c.dropped, make(map[string]uint64, len(c.dropped))
 }
 
 // feedAdvisor records returns and expiries. A grace starts at the
@@ -345,6 +370,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	c.mu.Lock()
 	lobbies, t := len(c.lobbies), c.totals
+	c.ageDropped()
 	c.mu.Unlock()
 	gauge(descLobbies, float64(lobbies))
 	gauge(descMembers, float64(t.members))

@@ -575,3 +575,31 @@ func BenchmarkObserve(b *testing.B) {
 		}
 	})
 }
+
+// An event observed after a newer one of the same lobby changes nothing,
+// even when the newer one emptied the lobby; the memory of emptied lobbies
+// lasts a scrape or two.
+func TestLateEvent(t *testing.T) {
+	c := New()
+	observe := func(rev uint64, members ...string) {
+		e := lobby.Event{Lobby: "l", Revision: rev, Reason: lobby.ReasonLeft}
+		for _, m := range members {
+			e.Members = append(e.Members, lobby.MemberView{Player: m, Status: lobby.StatusOnline})
+		}
+		c.Observe(context.Background(), lobby.Observation{Lobby: "l", Command: lobby.Leave("x"),
+			Result: lobby.Result{Outcome: lobby.OutcomeApplied, Events: []lobby.Event{e}}})
+	}
+	reg := wrap(c)
+	observe(3, "a", "b")
+	observe(5) // emptied
+	observe(4, "a")
+	check(t, values(t, reg), map[string]float64{"lobbyhost_lobbies": 0, "lobbyhost_members": 0})
+	observe(4, "a") // still remembered after one scrape
+	check(t, values(t, reg), map[string]float64{"lobbyhost_lobbies": 0, "lobbyhost_members": 0})
+	values(t, reg)
+	observe(6, "c") // the lobby used again
+	check(t, values(t, reg), map[string]float64{"lobbyhost_lobbies": 1, "lobbyhost_members": 1})
+	if len(c.dropped)+len(c.droppedOld) != 0 {
+		t.Errorf("emptied lobbies remembered after three scrapes: %v %v", c.dropped, c.droppedOld)
+	}
+}
