@@ -39,6 +39,7 @@ const (
 	core  = "github.com/lobbyhost/lobbyhost"
 	pgx   = "github.com/lobbyhost/lobbyhost/store/pgxstore"
 	redis = "github.com/lobbyhost/lobbyhost/store/redisstore"
+	prom  = "github.com/lobbyhost/lobbyhost/observe/prometheus"
 )
 
 // Snippets lists the blocks that are checked. A new Go block in these
@@ -75,6 +76,10 @@ var Snippets = []Snippet{
 	{
 		Name: "redis_quickstart", Module: redis, Doc: "docs/redis.md", Heading: "## Quick start",
 		After: "_ = st\nreturn nil",
+	},
+	{
+		Name: "readme_metrics", Module: prom, Doc: "README.md", Heading: "## Metrics",
+		After: "_ = svc\nreturn nil",
 	},
 }
 

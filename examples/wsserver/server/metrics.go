@@ -2,16 +2,15 @@ package server
 
 import (
 	"net/http"
-	"sort"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/lobbyhost/lobbyhost/lobby"
 )
 
-// metrics are the server's Prometheus metrics, in a registry of their own.
+// metrics are the server's Prometheus metrics, in a registry of their own:
+// the transport's (sockets, messages, rate limiting) here, the lobby's from
+// the lobbyprom Collector that observes the Service (s.lobbyMetrics).
 type metrics struct {
 	reg *prometheus.Registry
 
@@ -68,7 +67,7 @@ func newMetrics(s *Server) *metrics {
 	}
 	m.reg.MustRegister(m.ticketsIssued, m.upgradesRefused, m.sockets, m.clientMessages,
 		m.clientRefused, m.slowConsumers, m.typingDropped, m.framesThrottled, m.originsRefused,
-		lobbyCollector{s.counters},
+		s.lobbyMetrics,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -76,61 +75,4 @@ func newMetrics(s *Server) *metrics {
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
-}
-
-// lobbyCollector exports a lobby.Counters snapshot.
-type lobbyCollector struct{ c *lobby.Counters }
-
-var (
-	descTimedOut = prometheus.NewDesc("lobbyhost_generations_timed_out_total",
-		"Connection generations ended by their heartbeat deadline.", nil, nil)
-	descSuperseded = prometheus.NewDesc("lobbyhost_generations_superseded_total",
-		"Connection generations ended because the player opened more than the allowed connections.", nil, nil)
-	descGraceStarted = prometheus.NewDesc("lobbyhost_reconnect_deadlines_started_total",
-		"Reconnect deadlines (graces) started: a member's last connection closed or timed out.", nil, nil)
-	descReconnected = prometheus.NewDesc("lobbyhost_reconnects_within_grace_total",
-		"Members that came back within their grace.", nil, nil)
-	descLeaseExpired = prometheus.NewDesc("lobbyhost_lease_expirations_total",
-		"Graces that ran out; the member was removed.", nil, nil)
-	descStale = prometheus.NewDesc("lobbyhost_stale_events_total",
-		"Heartbeats and closes naming a connection generation that had already ended.", nil, nil)
-	descRefused = prometheus.NewDesc("lobbyhost_commands_refused_total",
-		"Commands refused by a lobby rule (full lobby, not the host, ...).", nil, nil)
-	descConflicts = prometheus.NewDesc("lobbyhost_cas_conflicts_total",
-		"Compare-and-set retries.", nil, nil)
-	descHostChanges = prometheus.NewDesc("lobbyhost_host_changes_total",
-		"Changes of host, by the reason of the change.", []string{"reason"}, nil)
-	descHostless = prometheus.NewDesc("lobbyhost_hostless_seconds_total",
-		"Time lobbies spent with members but no eligible host, up to the last change observed.", nil, nil)
-)
-
-func (lobbyCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTimedOut, descSuperseded, descGraceStarted, descReconnected,
-		descLeaseExpired, descStale, descRefused, descConflicts, descHostChanges, descHostless} {
-		ch <- d
-	}
-}
-
-func (l lobbyCollector) Collect(ch chan<- prometheus.Metric) {
-	s := l.c.Snapshot()
-	counter := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
-	}
-	counter(descTimedOut, float64(s.TimedOut))
-	counter(descSuperseded, float64(s.Superseded))
-	counter(descGraceStarted, float64(s.GraceStarted))
-	counter(descReconnected, float64(s.Reconnected))
-	counter(descLeaseExpired, float64(s.LeaseExpired))
-	counter(descStale, float64(s.Stale))
-	counter(descRefused, float64(s.Refused))
-	counter(descConflicts, float64(s.Conflicts))
-	counter(descHostless, s.Hostless.Seconds())
-	reasons := make([]string, 0, len(s.HostChanges))
-	for r := range s.HostChanges {
-		reasons = append(reasons, string(r))
-	}
-	sort.Strings(reasons)
-	for _, r := range reasons {
-		counter(descHostChanges, float64(s.HostChanges[lobby.Reason(r)]), r)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
+	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
@@ -119,12 +121,7 @@ func TestMetrics(t *testing.T) {
 		return ok
 	})
 
-	resp, body := e.get("/metrics", nil)
-	if resp.StatusCode != 200 {
-		t.Fatalf("/metrics: %d", resp.StatusCode)
-	}
-	text := string(body)
-	for _, want := range []string{
+	e.waitMetrics(
 		"lobbyhost_reconnect_deadlines_started_total 1",
 		"lobbyhost_lease_expirations_total 1",
 		"lobbyhost_reconnects_within_grace_total 0",
@@ -132,13 +129,75 @@ func TestMetrics(t *testing.T) {
 		"lobbyhost_stale_events_total 0",
 		`lobbyhost_host_changes_total{reason="lease_expired"} 1`,
 		"lobbyhost_hostless_seconds_total 0",
+		`lobbyhost_commands_total{operation="join",outcome="applied"} 2`,
+		`lobbyhost_commands_total{operation="disconnect",outcome="applied"} 1`,
+		`lobbyhost_command_duration_seconds_count{operation="join"} 2`,
+		"lobbyhost_lobbies 1",
+		"lobbyhost_members 1",
+		"lobbyhost_members_online 1",
+		"lobbyhost_members_reconnecting 0",
+		// alice never came back: an expiry, no return, so no advice yet.
+		"lobbyhost_grace_advisor_expiries_total 1",
+		"lobbyhost_grace_advisor_returns_total 0",
+		"lobbyhost_grace_advice_seconds 0",
 		"wsserver_tickets_issued_total 2",
 		`wsserver_upgrades_refused_total{reason="ticket_unknown"} 1`,
 		"wsserver_sockets 1",
-	} {
-		if !strings.Contains(text, want+"\n") {
-			t.Errorf("/metrics lacks %q", want)
+	)
+}
+
+// The grace advisor's proposal is on /metrics: fed by a member that came
+// back 3 s after its socket closed.
+func TestMetricsGraceAdvice(t *testing.T) {
+	e := newEnv(t, nil)
+	e.join("r", "alice").conn.CloseNow()
+	bob := e.join("r", "bob")
+	bob.waitState("alice reconnecting", func(m msg) bool { return hasMember(m, "alice", "reconnecting") })
+	e.clock.Advance(3 * time.Second)
+	e.join("r", "alice")
+	bob.waitState("alice back", func(m msg) bool { return hasMember(m, "alice", "online") })
+
+	var ref lease.Advisor
+	ref.ObserveReturn(3 * time.Second)
+	want := ref.Suggest(0.95).Grace
+	e.waitMetrics(
+		"lobbyhost_reconnects_within_grace_total 1",
+		"lobbyhost_grace_advisor_returns_total 1",
+		"lobbyhost_grace_advisor_expiries_total 0",
+		"lobbyhost_grace_advice_seconds "+strconv.FormatFloat(want.Seconds(), 'g', -1, 64),
+	)
+	if got := e.srv.GraceAdvice(); got.Grace != want || got.Returns != 1 {
+		t.Errorf("GraceAdvice() = %+v, want %v from 1 return", got, want)
+	}
+}
+
+// waitMetrics fetches /metrics until it has every line of wants (an
+// observation is recorded after the command's outcome, which a client may
+// see first), and reports the missing ones after waitLimit.
+func (e *env) waitMetrics(wants ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		resp, body := e.get("/metrics", nil)
+		if resp.StatusCode != 200 {
+			e.t.Fatalf("/metrics: %d", resp.StatusCode)
 		}
+		var missing []string
+		for _, want := range wants {
+			if !strings.Contains(string(body), want+"\n") {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, m := range missing {
+				e.t.Errorf("/metrics lacks %q", m)
+			}
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 

@@ -20,7 +20,9 @@ import (
 	"github.com/coder/websocket"
 	"github.com/jonboulle/clockwork"
 
+	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
+	lobbyprom "github.com/lobbyhost/lobbyhost/observe/prometheus"
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
@@ -31,14 +33,16 @@ const commandTimeout = 10 * time.Second
 // Handler with an http.Server, run Run for the lobby's background work, and
 // call Shutdown before exiting.
 type Server struct {
-	cfg      Config
-	clock    clockwork.Clock
-	log      *slog.Logger
-	svc      *lobby.Service
-	counters *lobby.Counters
-	hub      *hub
-	metrics  *metrics
-	handler  http.Handler
+	cfg   Config
+	clock clockwork.Clock
+	log   *slog.Logger
+	svc   *lobby.Service
+	// lobbyMetrics observes the Service and exports the lobby's metrics,
+	// the grace advisor's proposal among them.
+	lobbyMetrics *lobbyprom.Collector
+	hub          *hub
+	metrics      *metrics
+	handler      http.Handler
 	// deadlines: see deadlines.go.
 	deadlines deadlines
 
@@ -105,10 +109,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:      cfg,
-		clock:    cfg.Clock,
-		log:      cfg.Logger,
-		counters: &lobby.Counters{},
+		cfg:   cfg,
+		clock: cfg.Clock,
+		log:   cfg.Logger,
+		lobbyMetrics: lobbyprom.New(
+			lobbyprom.WithAdvisor(nil, graceAdviceQuantile),
+			lobbyprom.WithAdvisorFeed()),
 		instance: strings.ToLower(base32.StdEncoding.EncodeToString(inst[:])),
 	}
 	s.deadlines.s = s
@@ -151,8 +157,19 @@ func New(cfg Config) (*Server, error) {
 // Service returns the lobby Service the server drives.
 func (s *Server) Service() *lobby.Service { return s.svc }
 
+// graceAdviceQuantile is the share of observed returns the grace advice on
+// /metrics covers.
+const graceAdviceQuantile = 0.95
+
 // Counters returns the lobby counters the server exports on /metrics.
-func (s *Server) Counters() *lobby.Counters { return s.counters }
+func (s *Server) Counters() lobby.CounterSnapshot { return s.lobbyMetrics.Counters() }
+
+// GraceAdvice returns the grace advisor's proposal: the grace that would
+// have covered 95% of the returns this process observed (see lease.Advisor).
+// /metrics exports it as lobbyhost_grace_advice_seconds.
+func (s *Server) GraceAdvice() lease.Advice {
+	return s.lobbyMetrics.Advisor().Suggest(graceAdviceQuantile)
+}
 
 // Handler returns the server's HTTP handler: the ticket endpoint, the
 // WebSocket endpoint (any path, with ?ticket=), the page, /healthz and
@@ -336,12 +353,12 @@ func (s *Server) nextMessageID() string {
 	return fmt.Sprintf("%s-%d", s.instance, s.msgSeq.Add(1))
 }
 
-// observer feeds the counters, closes sockets whose generation a
+// observer feeds the lobby metrics, closes sockets whose generation a
 // transition ended, and passes everything on to Config.Observer.
 type observer struct{ s *Server }
 
 func (o observer) Observe(ctx context.Context, ob lobby.Observation) {
-	o.s.counters.Observe(ctx, ob)
+	o.s.lobbyMetrics.Observe(ctx, ob)
 	for _, e := range ob.Result.Ended {
 		o.s.hub.endGeneration(ob.Lobby, e)
 	}
