@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
 )
 
 // Kind is what a timeline entry records.
@@ -120,7 +122,16 @@ type Report struct {
 	Classes []ClassReport
 	// Lobbies are the kept timelines, by lobby ID.
 	Lobbies []LobbyTimeline
+	// Advice is what the Service measured per client class (with
+	// lobby.WithClientClass among the Shadow's options): the grace and the
+	// heartbeat gap that cover AdviceQuantile of the observations. It is a
+	// proposal for the operator; nothing changes the policy by itself.
+	Advice         []lobby.ClassAdvice
+	AdviceQuantile float64
 }
+
+// AdviceQuantile is the share of observations the report's advice covers.
+const AdviceQuantile = 0.95
 
 // Count returns the number of disagreements of class c.
 func (r Report) Count(c Class) uint64 {
@@ -153,6 +164,7 @@ func (s *Shadow) Report() Report {
 		r.Lobbies = append(r.Lobbies, lt)
 	}
 	slices.SortFunc(r.Lobbies, func(a, b LobbyTimeline) int { return strings.Compare(a.Lobby, b.Lobby) })
+	r.Advice, r.AdviceQuantile = s.svc.Advice(AdviceQuantile), AdviceQuantile
 	return r
 }
 
@@ -171,6 +183,13 @@ func (r Report) WriteText(w io.Writer, timelines bool) error {
 		fmt.Fprintf(&b, "\n%s (%d), sample:\n", c.Class, c.Count)
 		for _, line := range c.Samples {
 			fmt.Fprintf(&b, "  %s\n", line)
+		}
+	}
+	if len(r.Advice) > 0 {
+		fmt.Fprintf(&b, "\ngrace advice (covers %.0f%% of observations; the policy is not changed):\n", 100*r.AdviceQuantile)
+		for _, a := range r.Advice {
+			fmt.Fprintf(&b, "  %-12s grace %v (%d returns, %d expired)  heartbeat gap %v (%d timed out)\n",
+				a.Class, a.Grace.Grace, a.Grace.Returns, a.Grace.Expiries, a.HeartbeatGap.Grace, a.HeartbeatGap.Expiries)
 		}
 	}
 	if timelines {
@@ -216,6 +235,11 @@ code{font-size:90%}
 {{range .Classes}}{{if .Samples}}<h3>{{.Class}}: sample of the decision log</h3>
 <ul>{{range .Samples}}<li><code>{{.}}</code></li>{{end}}</ul>
 {{end}}{{end}}
+{{if .Advice}}<h2>Grace advice</h2>
+<p>Covers {{.AdviceQuantile}} of the observations per client class; a proposal, the policy is not changed.</p>
+<table><tr><th>class</th><th>grace</th><th>returns</th><th>expired</th><th>heartbeat gap</th><th>timed out</th></tr>
+{{range .Advice}}<tr><td>{{.Class}}</td><td>{{.Grace.Grace}}</td><td>{{.Grace.Returns}}</td><td>{{.Grace.Expiries}}</td><td>{{.HeartbeatGap.Grace}}</td><td>{{.HeartbeatGap.Expiries}}</td></tr>
+{{end}}</table>{{end}}
 <h2>Timelines</h2>
 {{range .Lobbies}}<h3 id="lobby-{{.Lobby}}">lobby {{.Lobby}}</h3>
 <table><tr><th>time</th><th>what</th><th>player</th><th>gen</th><th>legacy host</th><th>lobbyhost host</th><th>revision</th><th>class</th><th>note</th></tr>

@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"testing"
+	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/shadow"
 )
 
@@ -34,7 +36,23 @@ func TestDayHasNoUnexplainedDisagreement(t *testing.T) {
 	if rep.Disagreements == 0 || rep.Comparisons < rep.Disagreements {
 		t.Errorf("%d comparisons, %d disagreements", rep.Comparisons, rep.Disagreements)
 	}
+	// The report carries the grace advice for both client classes, from
+	// the returns inside the grace the day had.
+	if len(rep.Advice) != 2 {
+		t.Errorf("grace advice for %d classes, want 2: %+v", len(rep.Advice), rep.Advice)
+	}
+	for _, a := range rep.Advice {
+		if a.Grace.Returns == 0 || a.Grace.Grace <= 0 || a.Grace.Grace > shadowGrace(t)*5/4 {
+			t.Errorf("class %s: grace advice %+v, want returns and a grace within the one in force (bucketed up to 25%% above)", a.Class, a.Grace)
+		}
+	}
 	checkCauses(t, out)
+}
+
+// shadowGrace is the grace the simulated day's Shadow runs with.
+func shadowGrace(t *testing.T) time.Duration {
+	t.Helper()
+	return lobby.DefaultPolicy().Grace
 }
 
 // causes are the misfortunes that can explain each class: a disagreement

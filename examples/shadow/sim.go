@@ -112,7 +112,8 @@ func simulate(d day) (outcome, error) {
 	clock := clockwork.NewFakeClockAt(dayStart)
 	var all []disagreement
 	sh, err := shadow.New(memstore.New(), shadow.Config{Clock: clock, Samples: 3, Logger: slog.New(logged{&all})},
-		lobby.WithPseudonymKey([]byte("examples/shadow: a fixed demo key")))
+		lobby.WithPseudonymKey([]byte("examples/shadow: a fixed demo key")),
+		lobby.WithClientClass(clientClass))
 	if err != nil {
 		return outcome{}, err
 	}
@@ -365,4 +366,14 @@ func (q *queue) Pop() any {
 	e := old[len(old)-1]
 	*q = old[:len(old)-1]
 	return e
+}
+
+// clientClass is the class of client the server names for the grace
+// advice: here, by the parity of the player ID's last byte, standing for
+// two platforms.
+func clientClass(_, player string) string {
+	if player == "" || player[len(player)-1]%2 == 0 {
+		return "desktop"
+	}
+	return "mobile"
 }

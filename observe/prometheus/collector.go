@@ -27,6 +27,9 @@ type Collector struct {
 	feed     bool
 	buckets  []float64
 
+	classAdvice   func(q float64) []lobby.ClassAdvice
+	classQuantile float64
+
 	mu      sync.Mutex
 	lobbies map[string]*summary
 	totals  census
@@ -83,6 +86,16 @@ func WithAdvisor(a *lease.Advisor, quantile float64) Option {
 // Advisor of its own and DefaultQuantile.
 func WithAdvisorFeed() Option {
 	return func(c *Collector) { c.feed = true }
+}
+
+// WithClassAdvice exports what a Service measured per client class (pass
+// svc.Advice of a Service built with lobby.WithClientClass) for the share
+// quantile of observations: lobbyhost_class_grace_advice_seconds{class},
+// lobbyhost_class_heartbeat_gap_seconds{class}, and the returns, grace
+// expiries and heartbeat timeouts behind them. Classes are the server's
+// own few names, never player IDs.
+func WithClassAdvice(advice func(q float64) []lobby.ClassAdvice, quantile float64) Option {
+	return func(c *Collector) { c.classAdvice, c.classQuantile = advice, quantile }
 }
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the command
@@ -316,6 +329,12 @@ var (
 	descAdvice   = prometheus.NewDesc("lobbyhost_grace_advice_seconds", "The grace advisor's proposal: the grace that covers the configured share of observed returns (0 before any).", nil, nil)
 	descReturns  = counterDesc("lobbyhost_grace_advisor_returns_total", "Returns within the grace the grace advisor recorded.")
 	descExpiries = counterDesc("lobbyhost_grace_advisor_expiries_total", "Graces that ran out, as the grace advisor recorded them.")
+
+	descClassGrace    = prometheus.NewDesc("lobbyhost_class_grace_advice_seconds", "Per client class: the grace that covers the configured share of observed returns (0 before any).", []string{"class"}, nil)
+	descClassGap      = prometheus.NewDesc("lobbyhost_class_heartbeat_gap_seconds", "Per client class: the configured share of observed gaps between a connection's heartbeats.", []string{"class"}, nil)
+	descClassReturns  = prometheus.NewDesc("lobbyhost_class_returns_total", "Per client class: members that came back within their grace.", []string{"class"}, nil)
+	descClassExpiries = prometheus.NewDesc("lobbyhost_class_grace_expiries_total", "Per client class: graces that ran out.", []string{"class"}, nil)
+	descClassTimeouts = prometheus.NewDesc("lobbyhost_class_heartbeat_timeouts_total", "Per client class: connections that timed out.", []string{"class"}, nil)
 )
 
 func counterDesc(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, nil) }
@@ -333,6 +352,11 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- descAdvice
 		ch <- descReturns
 		ch <- descExpiries
+	}
+	if c.classAdvice != nil {
+		for _, d := range []*prometheus.Desc{descClassGrace, descClassGap, descClassReturns, descClassExpiries, descClassTimeouts} {
+			ch <- d
+		}
 	}
 }
 
@@ -382,5 +406,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descAdvice, adv.Grace.Seconds())
 		counter(descReturns, float64(adv.Returns))
 		counter(descExpiries, float64(adv.Expiries))
+	}
+	if c.classAdvice != nil {
+		for _, a := range c.classAdvice(c.classQuantile) {
+			ch <- prometheus.MustNewConstMetric(descClassGrace, prometheus.GaugeValue, a.Grace.Grace.Seconds(), a.Class)
+			ch <- prometheus.MustNewConstMetric(descClassGap, prometheus.GaugeValue, a.HeartbeatGap.Grace.Seconds(), a.Class)
+			counter(descClassReturns, float64(a.Grace.Returns), a.Class)
+			counter(descClassExpiries, float64(a.Grace.Expiries), a.Class)
+			counter(descClassTimeouts, float64(a.HeartbeatGap.Expiries), a.Class)
+		}
 	}
 }

@@ -603,3 +603,58 @@ func TestLateEvent(t *testing.T) {
 		t.Errorf("emptied lobbies remembered after three scrapes: %v %v", c.dropped, c.droppedOld)
 	}
 }
+
+// TestClassAdvice: what a Service measured per client class is exported
+// with the class as the only label.
+func TestClassAdvice(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	class := func(_, player string) string {
+		if strings.HasPrefix(player, "m-") {
+			return "mobile"
+		}
+		return "desktop"
+	}
+	var svc *lobby.Service
+	c := New(WithClassAdvice(func(q float64) []lobby.ClassAdvice { return svc.Advice(q) }, 1))
+	svc, err := lobby.NewService(memstore.New(), lobby.WithClock(clock), lobby.WithObserver(c), lobby.WithClientClass(class))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := svc.Join(ctx, "l", "m-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Disconnect(ctx, "l", "m-1", res.Gen); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(2 * time.Second)
+	if _, err := svc.Join(ctx, "l", "m-1", nil); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	want := `
+# HELP lobbyhost_class_returns_total Per client class: members that came back within their grace.
+# TYPE lobbyhost_class_returns_total counter
+lobbyhost_class_returns_total{class="mobile"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "lobbyhost_class_returns_total"); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "lobbyhost_class_grace_advice_seconds" {
+			continue
+		}
+		g := mf.GetMetric()[0]
+		if v := g.GetGauge().GetValue(); v < 2 || v > 2.5 || g.GetLabel()[0].GetValue() != "mobile" {
+			t.Fatalf("class grace advice %v for %v, want 2 s (bucketed up to 25%%) for mobile", v, g.GetLabel())
+		}
+		return
+	}
+	t.Fatal("no lobbyhost_class_grace_advice_seconds")
+}

@@ -25,6 +25,9 @@ type client struct {
 	room   *room
 	roomID string
 	user   string
+	// class is the client class the grace advice counts it in, from its
+	// User-Agent: mobile, desktop or unknown.
+	class string
 	// conn and raw (the connection under it) are set once the upgrade is
 	// complete, before the reader and the writer start.
 	conn *websocket.Conn

@@ -169,6 +169,15 @@ func TestMetricsGraceAdvice(t *testing.T) {
 	if got := e.srv.GraceAdvice(); got.Grace != want || got.Returns != 1 {
 		t.Errorf("GraceAdvice() = %+v, want %v from 1 return", got, want)
 	}
+	// The Service's own measurement, per client class (Go's client is a
+	// desktop by its User-Agent).
+	e.waitMetrics(
+		`lobbyhost_class_returns_total{class="desktop"} 1`,
+		`lobbyhost_class_grace_advice_seconds{class="desktop"} `+strconv.FormatFloat(want.Seconds(), 'g', -1, 64),
+	)
+	if got := e.srv.GraceAdviceByClass(); len(got) != 1 || got[0].Class != "desktop" || got[0].Grace.Grace != want {
+		t.Errorf("GraceAdviceByClass() = %+v, want desktop with %v", got, want)
+	}
 }
 
 // waitMetrics fetches /metrics until it has every line of wants (an

@@ -44,6 +44,9 @@ type room struct {
 	chat       []*chatEntry // oldest first
 	chatByID   map[string]*chatEntry
 	typing     map[string]time.Time // user → until
+	// classes is the client class of each user's latest socket here,
+	// for the Service's grace advice (lobby.WithClientClass).
+	classes map[string]string
 }
 
 type chatEntry struct {
@@ -66,14 +69,31 @@ func (h *hub) attach(id string, c *client) *room {
 			readersCap: h.s.cfg.ReadersPerMessage,
 			chatByID:   map[string]*chatEntry{},
 			typing:     map[string]time.Time{},
+			classes:    map[string]string{},
 		}
 		h.rooms[id] = r
 	}
 	r.mu.Lock()
 	r.clients[c] = struct{}{}
+	r.classes[c.user] = c.class
 	r.emptySince = time.Time{}
 	r.mu.Unlock()
 	return r
+}
+
+// clientClass names the class of player's client in lobby id, from its
+// latest socket on this server: "unknown" if this server has none.
+func (h *hub) clientClass(id, player string) string {
+	r := h.get(id)
+	if r == nil {
+		return "unknown"
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.classes[player]; ok {
+		return c
+	}
+	return "unknown"
 }
 
 func (h *hub) get(id string) *room {

@@ -112,11 +112,12 @@ func New(cfg Config) (*Server, error) {
 		cfg:   cfg,
 		clock: cfg.Clock,
 		log:   cfg.Logger,
-		lobbyMetrics: lobbyprom.New(
-			lobbyprom.WithAdvisor(nil, graceAdviceQuantile),
-			lobbyprom.WithAdvisorFeed()),
 		instance: strings.ToLower(base32.StdEncoding.EncodeToString(inst[:])),
 	}
+	s.lobbyMetrics = lobbyprom.New(
+		lobbyprom.WithAdvisor(nil, graceAdviceQuantile),
+		lobbyprom.WithAdvisorFeed(),
+		lobbyprom.WithClassAdvice(func(q float64) []lobby.ClassAdvice { return s.svc.Advice(q) }, graceAdviceQuantile))
 	s.deadlines.s = s
 	s.metrics = newMetrics(s)
 	s.hub = newHub(s)
@@ -141,6 +142,7 @@ func New(cfg Config) (*Server, error) {
 		lobby.WithPublisher(s.hub),
 		lobby.WithLogger(cfg.Logger),
 		lobby.WithObserver(observer{s}),
+		lobby.WithClientClass(s.hub.clientClass),
 	}
 	if cfg.PseudonymKey != nil {
 		opts = append(opts, lobby.WithPseudonymKey(cfg.PseudonymKey))
@@ -156,6 +158,28 @@ func New(cfg Config) (*Server, error) {
 
 // Service returns the lobby Service the server drives.
 func (s *Server) Service() *lobby.Service { return s.svc }
+
+// clientClassOf names the class of a client by its User-Agent, for the
+// grace advice per class: browsers on phones and tablets reconnect after
+// network switches and sleep, and may need a longer grace than desktops.
+func clientClassOf(userAgent string) string {
+	switch {
+	case userAgent == "":
+		return "unknown"
+	case strings.Contains(userAgent, "Mobi") || strings.Contains(userAgent, "Android") || strings.Contains(userAgent, "iPhone"):
+		return "mobile"
+	}
+	return "desktop"
+}
+
+// GraceAdviceByClass returns what the Service measured per client class:
+// the grace covering 95% of the returns and the heartbeat gap covering 95%
+// of the gaps (see lobby.Service.Advice). /metrics exports them as
+// lobbyhost_class_grace_advice_seconds and
+// lobbyhost_class_heartbeat_gap_seconds.
+func (s *Server) GraceAdviceByClass() []lobby.ClassAdvice {
+	return s.svc.Advice(graceAdviceQuantile)
+}
 
 // graceAdviceQuantile is the share of observed returns the grace advice on
 // /metrics covers.
@@ -670,6 +694,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	// committed after the join reaches it, and the join's own result
 	// covers everything before.
 	c := newClient(s, t.Room, t.User)
+	c.class = clientClassOf(r.UserAgent())
 	defer c.stop()
 	c.room = s.hub.attach(t.Room, c)
 	var res lobby.Result
