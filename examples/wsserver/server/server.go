@@ -109,9 +109,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:   cfg,
-		clock: cfg.Clock,
-		log:   cfg.Logger,
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		log:      cfg.Logger,
 		instance: strings.ToLower(base32.StdEncoding.EncodeToString(inst[:])),
 	}
 	s.lobbyMetrics = lobbyprom.New(
