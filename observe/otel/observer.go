@@ -54,7 +54,7 @@ func opIndex(op lobby.Op) int {
 // value, then a refusal and an error; index 0 is for an outcome this
 // package does not know.
 var outcomes = [...]string{
-	0:                   "unknown",
+	0:                    "unknown",
 	lobby.OutcomeApplied: lobby.OutcomeApplied.String(),
 	lobby.OutcomeNoop:    lobby.OutcomeNoop.String(),
 	lobby.OutcomeStale:   lobby.OutcomeStale.String(),
