@@ -129,7 +129,7 @@ func (r *rig) spansNow() []span {
 			sp.Status += ": " + s.Status().Description
 		}
 		for _, kv := range s.Attributes() {
-			sp.Attrs[string(kv.Key)] = kv.Value.Emit()
+			sp.Attrs[string(kv.Key)] = kv.Value.String()
 		}
 		out = append(out, sp)
 	}
@@ -181,7 +181,7 @@ func (r *rig) metrics(t *testing.T) map[string]float64 {
 func labels(s attribute.Set) string {
 	var kv []string
 	for _, a := range s.ToSlice() {
-		kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.Emit()))
+		kv = append(kv, fmt.Sprintf("%s=%s", a.Key, a.Value.String()))
 	}
 	sort.Strings(kv)
 	return "{" + strings.Join(kv, ",") + "}"

@@ -23,7 +23,7 @@ func TestNoPlayerIDLeaves(t *testing.T) {
 	var seen []string
 	kvs := func(where string, attrs []attribute.KeyValue) {
 		for _, kv := range attrs {
-			seen = append(seen, fmt.Sprintf("%s: %s=%s", where, kv.Key, kv.Value.Emit()))
+			seen = append(seen, fmt.Sprintf("%s: %s=%s", where, kv.Key, kv.Value.String()))
 		}
 	}
 	spans := r.spans.Ended()
