@@ -34,6 +34,11 @@
 //   - lobby.refusal: for a refusal, which rule refused (see [ErrorClass]);
 //   - error.type: for an error, its class (see [ErrorClass]).
 //
+// Each visible change the command made (a lobby.Event, including those of
+// the deadlines it caught up on) is a span event "lobby.change" with
+// lobby.reason (the event's reason), lobby.revision (the revision it
+// created) and lobby.host_changed.
+//
 // A refusal is a normal outcome (a client asked for something the rules do
 // not allow), so its span's status stays unset. An error sets the status to
 // Error with the error's class as the description.

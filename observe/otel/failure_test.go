@@ -45,15 +45,15 @@ func TestStoreFailureRetryAndCancel(t *testing.T) {
 		{"lobby.join", p, map[string]string{
 			"lobby.id": room, "lobby.op": "join", "lobby.outcome": "error", "lobby.attempts": "1",
 			"lobby.committed": "false", "error.type": "other",
-		}, "Error: other", 0, 0, 0},
+		}, "Error: other", 0, 0, nil},
 		{"lobby.join", p, map[string]string{
 			"lobby.id": room, "lobby.op": "join", "lobby.outcome": "applied", "lobby.attempts": "2",
 			"lobby.committed": "true", "lobby.revision": "1",
-		}, "Unset", 0, 4 * ms, 0},
+		}, "Unset", 0, 4 * ms, ev("joined 1 host")},
 		{"lobby.heartbeat", p, map[string]string{
 			"lobby.id": room, "lobby.op": "heartbeat", "lobby.outcome": "error", "lobby.attempts": "1",
 			"lobby.committed": "false", "error.type": "canceled",
-		}, "Error: canceled", 4 * ms, 0, 0},
+		}, "Error: canceled", 4 * ms, 0, nil},
 	}
 	if diff := cmp.Diff(want, r.spansNow()); diff != "" {
 		t.Errorf("spans (-want +got):\n%s", diff)
@@ -110,11 +110,11 @@ func TestObserveDirectly(t *testing.T) {
 		{"lobby.unknown", "", map[string]string{
 			"lobby.id": "l", "lobby.op": "unknown", "lobby.outcome": "unknown", "lobby.attempts": "3",
 			"lobby.committed": "true", "lobby.revision": "7",
-		}, "Unset", -250 * time.Millisecond, 250 * time.Millisecond, 0},
+		}, "Unset", -250 * time.Millisecond, 250 * time.Millisecond, nil},
 		{"lobby.leave", "", map[string]string{
 			"lobby.id": "l", "lobby.op": "leave", "lobby.outcome": "error", "lobby.attempts": "32",
 			"lobby.committed": "false", "error.type": "contention",
-		}, "Error: contention", 0, 0, 0},
+		}, "Error: contention", 0, 0, nil},
 	}
 	if diff := cmp.Diff(want, r.spansNow()); diff != "" {
 		t.Errorf("spans (-want +got):\n%s", diff)

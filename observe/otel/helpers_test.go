@@ -103,7 +103,9 @@ type span struct {
 	Status   string // "Unset", "Error: <description>"
 	Start    time.Duration
 	Duration time.Duration
-	Events   int
+	// Events are the span events: "name reason revision", then " host"
+	// if the host changed.
+	Events []string
 }
 
 // spans returns the spans recorded so far with a name starting "lobby.",
@@ -120,7 +122,6 @@ func (r *rig) spansNow() []span {
 			Status:   s.Status().Code.String(),
 			Start:    s.StartTime().Sub(t0),
 			Duration: s.EndTime().Sub(s.StartTime()),
-			Events:   len(s.Events()),
 		}
 		if s.Parent().IsValid() {
 			sp.Parent = s.Parent().SpanID().String()
@@ -130,6 +131,19 @@ func (r *rig) spansNow() []span {
 		}
 		for _, kv := range s.Attributes() {
 			sp.Attrs[string(kv.Key)] = kv.Value.String()
+		}
+		for _, e := range s.Events() {
+			set := attribute.NewSet(e.Attributes...)
+			reason, _ := set.Value(lobbyotel.KeyReason)
+			rev, _ := set.Value(lobbyotel.KeyRevision)
+			ev := fmt.Sprintf("%s %s %s", e.Name, reason.String(), rev.String())
+			if hc, _ := set.Value(lobbyotel.KeyHostChanged); hc.AsBool() {
+				ev += " host"
+			}
+			if !e.Time.Equal(s.EndTime()) {
+				ev += fmt.Sprintf(" at %v, not the span's end", e.Time.Sub(t0))
+			}
+			sp.Events = append(sp.Events, ev)
 		}
 		out = append(out, sp)
 	}

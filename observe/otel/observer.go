@@ -19,15 +19,16 @@ const ScopeName = "github.com/lobbyhost/lobbyhost/observe/otel"
 
 // The attribute keys of spans and metrics.
 const (
-	KeyLobby     = attribute.Key("lobby.id")
-	KeyOp        = attribute.Key("lobby.op")
-	KeyOutcome   = attribute.Key("lobby.outcome")
-	KeyAttempts  = attribute.Key("lobby.attempts")
-	KeyCommitted = attribute.Key("lobby.committed")
-	KeyRevision  = attribute.Key("lobby.revision")
-	KeyRefusal   = attribute.Key("lobby.refusal")
-	KeyReason    = attribute.Key("lobby.reason")
-	KeyErrorType = attribute.Key("error.type")
+	KeyLobby       = attribute.Key("lobby.id")
+	KeyOp          = attribute.Key("lobby.op")
+	KeyOutcome     = attribute.Key("lobby.outcome")
+	KeyAttempts    = attribute.Key("lobby.attempts")
+	KeyCommitted   = attribute.Key("lobby.committed")
+	KeyRevision    = attribute.Key("lobby.revision")
+	KeyRefusal     = attribute.Key("lobby.refusal")
+	KeyReason      = attribute.Key("lobby.reason")
+	KeyHostChanged = attribute.Key("lobby.host_changed")
+	KeyErrorType   = attribute.Key("error.type")
 )
 
 // ops are the operation names by lobby.Op; index 0 is for an operation this
@@ -207,6 +208,15 @@ func (ob *Observer) span(ctx context.Context, o lobby.Observation, end time.Time
 		trace.WithAttributes(attrs...))
 	if oc == int(outcomeError) {
 		span.SetStatus(codes.Error, ErrorClass(o.Err))
+	}
+	if span.IsRecording() {
+		for _, e := range o.Result.Events {
+			span.AddEvent("lobby.change", trace.WithTimestamp(end), trace.WithAttributes(
+				KeyReason.String(string(e.Reason)),
+				KeyRevision.Int64(int64(min(e.Revision, 1<<63-1))),
+				KeyHostChanged.Bool(e.Host != e.PrevHost),
+			))
+		}
 	}
 	span.End(trace.WithTimestamp(end))
 }

@@ -20,9 +20,8 @@ const (
 
 // lifeOfALobby drives a lobby through the real Service, from two joins to
 // its last member's expiry (grace 8 s, heartbeat TTL 15 s), with the client
-// commands in ctx and the Snapshot reads in a context without a span. It
-// returns the parent span's ID ("" if ctx has none).
-func lifeOfALobby(t *testing.T, r *rig, ctx context.Context) {
+// commands in ctx and the Snapshot reads in a context without a span.
+func lifeOfALobby(ctx context.Context, t *testing.T, r *rig) {
 	t.Helper()
 	at := func(d time.Duration) { r.clock.Advance(t0.Add(d).Sub(r.clock.Now())) }
 	do := func(res lobby.Result, err error) lobby.Result {
@@ -64,10 +63,24 @@ func lifeOfALobby(t *testing.T, r *rig, ctx context.Context) {
 	snapshot() // bob timed out at 25.5 s (rev 9), his grace ran out at 33.5 s (rev 10)
 }
 
+// ev lists the span events "lobby.change <reason> <revision>[ host]".
+func ev(changes ...string) []string {
+	var out []string
+	for _, c := range changes {
+		out = append(out, "lobby.change "+c)
+	}
+	return out
+}
+
+// A lobby's life through the real Service: one span per command, a child of
+// the caller's span when the context carries one (the Snapshot reads here
+// are roots), with the command's attributes and its visible changes as
+// events; a refusal is an outcome with an unset status. The metrics of every
+// command and the seed's counters, exactly.
 func TestALobbysLife(t *testing.T) {
 	r := newRig(t)
 	ctx, parent := r.tp.Tracer("test").Start(context.Background(), "request")
-	lifeOfALobby(t, r, ctx)
+	lifeOfALobby(ctx, t, r)
 	parent.End()
 
 	p := parent.SpanContext().SpanID().String()
@@ -83,17 +96,17 @@ func TestALobbysLife(t *testing.T) {
 	}
 	ms := time.Millisecond
 	want := []span{
-		{"lobby.join", p, attrs("join", "applied", true, 1), "Unset", 0, 2 * ms, 0},
-		{"lobby.join", p, attrs("join", "applied", true, 2), "Unset", 2 * ms, 0, 0},
-		{"lobby.transfer_host", p, refused, "Unset", 2 * ms, 0, 0},
-		{"lobby.disconnect", p, attrs("disconnect", "applied", true, 3), "Unset", time.Second, 0, 0},
-		{"lobby.disconnect", p, attrs("disconnect", "stale", false, 3), "Unset", time.Second, 0, 0},
-		{"lobby.join", p, attrs("join", "applied", true, 4), "Unset", 2 * time.Second, 0, 0},
-		{"lobby.disconnect", p, attrs("disconnect", "applied", true, 5), "Unset", 2 * time.Second, 0, 0},
-		{"lobby.disconnect", p, attrs("disconnect", "applied", true, 6), "Unset", 3 * time.Second, 0, 0},
-		{"lobby.tick", "", attrs("tick", "applied", true, 7), "Unset", 10 * time.Second, 0, 0},
-		{"lobby.join", p, attrs("join", "applied", true, 8), "Unset", 10500 * ms, 0, 0},
-		{"lobby.tick", "", attrs("tick", "applied", true, 10), "Unset", 40 * time.Second, 0, 0},
+		{"lobby.join", p, attrs("join", "applied", true, 1), "Unset", 0, 2 * ms, ev("joined 1 host")},
+		{"lobby.join", p, attrs("join", "applied", true, 2), "Unset", 2 * ms, 0, ev("joined 2")},
+		{"lobby.transfer_host", p, refused, "Unset", 2 * ms, 0, nil},
+		{"lobby.disconnect", p, attrs("disconnect", "applied", true, 3), "Unset", time.Second, 0, ev("disconnected 3")},
+		{"lobby.disconnect", p, attrs("disconnect", "stale", false, 3), "Unset", time.Second, 0, nil},
+		{"lobby.join", p, attrs("join", "applied", true, 4), "Unset", 2 * time.Second, 0, ev("reconnected 4")},
+		{"lobby.disconnect", p, attrs("disconnect", "applied", true, 5), "Unset", 2 * time.Second, 0, ev("disconnected 5")},
+		{"lobby.disconnect", p, attrs("disconnect", "applied", true, 6), "Unset", 3 * time.Second, 0, ev("disconnected 6")},
+		{"lobby.tick", "", attrs("tick", "applied", true, 7), "Unset", 10 * time.Second, 0, ev("lease_expired 7 host")},
+		{"lobby.join", p, attrs("join", "applied", true, 8), "Unset", 10500 * ms, 0, ev("reconnected 8 host")},
+		{"lobby.tick", "", attrs("tick", "applied", true, 10), "Unset", 40 * time.Second, 0, ev("timed_out 9", "lease_expired 10 host")},
 	}
 	if diff := cmp.Diff(want, r.spansNow()); diff != "" {
 		t.Errorf("spans (-want +got):\n%s", diff)

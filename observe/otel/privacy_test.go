@@ -14,7 +14,7 @@ import (
 // refusal and a store failure whose message carries the player ID.
 func TestNoPlayerIDLeaves(t *testing.T) {
 	r := newRig(t)
-	lifeOfALobby(t, r, context.Background())
+	lifeOfALobby(context.Background(), t, r)
 	r.store.set(func(s *faultyStore) { s.fail = fmt.Errorf("write for %s and %s failed", alice, bob) })
 	if _, err := r.svc.Join(context.Background(), room, alice, map[string]string{"name": bob}); err == nil || !strings.Contains(err.Error(), alice) {
 		t.Fatalf("Join on a failing store: %v; want an error naming the player, for this test to mean anything", err)
