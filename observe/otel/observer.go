@@ -44,6 +44,14 @@ var ops = [...]string{
 	lobby.OpTick:         lobby.OpTick.String(),
 }
 
+// spanNames are the span names by ops' index.
+var spanNames = func() (names [len(ops)]string) {
+	for i, op := range ops {
+		names[i] = "lobby." + op
+	}
+	return names
+}()
+
 func opIndex(op lobby.Op) int {
 	if int(op) < len(ops) {
 		return int(op)
@@ -202,7 +210,7 @@ func (ob *Observer) span(ctx context.Context, o lobby.Observation, end time.Time
 	default:
 		attrs = append(attrs, KeyErrorType.String(ErrorClass(o.Err)))
 	}
-	_, span := ob.tracer.Start(ctx, "lobby."+ops[op],
+	_, span := ob.tracer.Start(ctx, spanNames[op],
 		trace.WithTimestamp(end.Add(-max(o.Duration, 0))),
 		trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(attrs...))
