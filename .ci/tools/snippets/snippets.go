@@ -74,6 +74,12 @@ var Snippets = []Snippet{
 		After:   "_ = svc\nreturn err",
 	},
 	{
+		Name: "readme_otel", Module: core + "/observe/otel", Doc: "README.md", Heading: "### Traces and metrics with OpenTelemetry",
+		Imports: []string{"go.opentelemetry.io/otel/metric", "go.opentelemetry.io/otel/trace", core + "/lobby", core + "/store"},
+		Params:  "tracerProvider trace.TracerProvider, meterProvider metric.MeterProvider, st store.Store",
+		After:   "_ = svc\nreturn err",
+	},
+	{
 		Name: "redis_quickstart", Module: redis, Doc: "docs/redis.md", Heading: "## Quick start",
 		After: "_ = st\nreturn nil",
 	},
