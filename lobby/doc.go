@@ -42,13 +42,17 @@
 // (a skewed clock in another process, a retried write) is applied at that
 // time instead, so time never runs backward inside a lobby.
 //
-// # What revisions do and do not guarantee
+// # What revisions and host terms do and do not guarantee
 //
 // Revisions order what one lobby's clients see; a client that keeps the
 // highest revision it applied (package revision) can never roll its view
-// back. They do not fence actions in other systems: a host that acts on a
-// stale view (it was replaced while partitioned) is not stopped by lobbyhost.
-// Host-only actions should be checked against current state, as
+// back. They do not fence actions in other systems. The host term does: it
+// grows by one with every change of host and never otherwise, and never
+// goes backward for a lobby ID. A system that accepts host-only actions
+// keeps the highest term it has seen per lobby and refuses older ones, so a
+// host replaced while it was partitioned cannot act on its stale view (see
+// Example_fencing). lobbyhost itself does not stop such a host from acting
+// elsewhere; it judges its own host-only commands against current state, as
 // [Machine.Apply] does for TransferHost. Expiries happen at stored deadlines
 // judged against the clock of whichever process runs the transition; with
 // several processes, keep their clocks synchronised (NTP) and treat the grace

@@ -61,3 +61,47 @@ func ExampleService() {
 	// 4 p-17 reconnecting
 	// 5 p-23 2
 }
+
+// fence is another system that accepts host-only actions (say, a match
+// service's "start the match"): it keeps the highest host term it has seen
+// per lobby and refuses an action stamped with an older one.
+type fence struct{ highest map[string]uint64 }
+
+func (f *fence) accept(lobbyID string, term uint64) bool {
+	if term < f.highest[lobbyID] {
+		return false
+	}
+	f.highest[lobbyID] = term
+	return true
+}
+
+// Example_fencing: revisions order what clients see; the host term fences
+// what a host may do elsewhere. A host that was replaced while it was cut
+// off still believes it hosts, and its late action carries the old term.
+func Example_fencing() {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	svc, err := lobby.NewService(memstore.New(), lobby.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
+	alice, _ := svc.Join(ctx, "room", "alice", nil)
+	_, _ = svc.Join(ctx, "room", "bob", nil)
+	snap, _ := svc.Snapshot(ctx, "room")
+	aliceTerm := snap.Term // alice acts as host, stamping her actions with it
+	matches := &fence{highest: map[string]uint64{}}
+	fmt.Println("alice starts the match at term", aliceTerm, "→ accepted:", matches.accept("room", aliceTerm))
+
+	// alice's connection drops and her grace runs out: bob takes over.
+	_, _ = svc.Disconnect(ctx, "room", "alice", alice.Gen)
+	clock.Advance(lobby.DefaultPolicy().Grace)
+	snap, _ = svc.Snapshot(ctx, "room")
+	fmt.Println(snap.Host, "starts the next match at term", snap.Term, "→ accepted:", matches.accept("room", snap.Term))
+
+	// alice, cut off all along, still thinks she hosts.
+	fmt.Println("alice ends the match at term", aliceTerm, "→ accepted:", matches.accept("room", aliceTerm))
+	// Output:
+	// alice starts the match at term 1 → accepted: true
+	// bob starts the next match at term 2 → accepted: true
+	// alice ends the match at term 1 → accepted: false
+}

@@ -307,9 +307,13 @@ func (st *step) eligible(mem *Member, t time.Time) bool {
 func (st *step) emit(reason Reason, subject string, at time.Time, prevHost string) {
 	s := st.s
 	s.Revision++
+	if s.Host != prevHost {
+		s.Term++
+	}
 	st.r.Events = append(st.r.Events, Event{
 		Lobby:    s.ID,
 		Revision: s.Revision,
+		Term:     s.Term,
 		Host:     s.Host,
 		PrevHost: prevHost,
 		Members:  s.View(),

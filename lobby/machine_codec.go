@@ -20,9 +20,12 @@ import (
 // allocation. Every value has exactly one encoding (no overlong varints), so
 // equal states encode to equal bytes.
 const (
-	stateMagic  = "LHS"
-	eventMagic  = "LHE"
+	stateMagic = "LHS"
+	eventMagic = "LHE"
+	// formatV1 has no host term; formatV2 adds it after the host. Both
+	// decode; AppendState and AppendEvent write the newest.
 	formatV1    = 1
+	formatV2    = 2
 	maxDecodeID = MaxIDLen
 )
 
@@ -30,13 +33,14 @@ const (
 // slice.
 func AppendState(dst []byte, s *State) []byte {
 	dst = append(dst, stateMagic...)
-	dst = append(dst, formatV1)
+	dst = append(dst, formatV2)
 	dst = appendString(dst, s.ID)
 	dst = binary.AppendUvarint(dst, s.Revision)
 	dst = binary.AppendUvarint(dst, s.NextJoinSeq)
 	dst = binary.AppendUvarint(dst, s.NextGen)
 	dst = appendTime(dst, s.Updated)
 	dst = appendString(dst, s.Host)
+	dst = binary.AppendUvarint(dst, s.Term)
 	dst = binary.AppendUvarint(dst, uint64(len(s.Members)))
 	for i := range s.Members {
 		m := &s.Members[i]
@@ -75,7 +79,7 @@ func EncodeState(s *State) []byte { return AppendState(nil, s) }
 // data.
 func DecodeState(data []byte) (*State, error) {
 	d := decoder{buf: data}
-	d.magic(stateMagic)
+	format := d.magic(stateMagic)
 	s := &State{}
 	s.ID = d.str(maxDecodeID)
 	s.Revision = d.uvarint()
@@ -83,6 +87,9 @@ func DecodeState(data []byte) (*State, error) {
 	s.NextGen = d.uvarint()
 	s.Updated = d.time()
 	s.Host = d.str(maxDecodeID)
+	if format >= formatV2 {
+		s.Term = d.uvarint()
+	}
 	// Every member takes at least 7 bytes; a count beyond what the input
 	// could hold is corrupt, and capping it avoids a hostile allocation.
 	n := d.count(7)
@@ -192,6 +199,9 @@ func (s *State) Validate() error {
 			gens = append(gens, c.Gen)
 		}
 	}
+	if s.Term > s.Revision {
+		return bad("host term %d above revision %d", s.Term, s.Revision)
+	}
 	if !hostFound {
 		return bad("the host is not a member")
 	}
@@ -209,11 +219,12 @@ func (s *State) Validate() error {
 func AppendEvent(dst []byte, e *Event) []byte {
 	code, _ := reasonCode(e.Reason)
 	dst = append(dst, eventMagic...)
-	dst = append(dst, formatV1)
+	dst = append(dst, formatV2)
 	dst = appendString(dst, e.Lobby)
 	dst = binary.AppendUvarint(dst, e.Revision)
 	dst = appendString(dst, e.Host)
 	dst = appendString(dst, e.PrevHost)
+	dst = binary.AppendUvarint(dst, e.Term)
 	dst = append(dst, code)
 	dst = appendString(dst, e.Subject)
 	dst = appendTime(dst, e.At)
@@ -233,12 +244,15 @@ func EncodeEvent(e *Event) []byte { return AppendEvent(nil, e) }
 // yields an error wrapping ErrCorrupt.
 func DecodeEvent(data []byte) (Event, error) {
 	d := decoder{buf: data}
-	d.magic(eventMagic)
+	format := d.magic(eventMagic)
 	var e Event
 	e.Lobby = d.str(maxDecodeID)
 	e.Revision = d.uvarint()
 	e.Host = d.str(maxDecodeID)
 	e.PrevHost = d.str(maxDecodeID)
+	if format >= formatV2 {
+		e.Term = d.uvarint()
+	}
 	code := d.byte()
 	if int(code) >= len(reasons) || code == 0 {
 		d.fail("unknown reason")
@@ -304,16 +318,19 @@ func (d *decoder) fail(what string) {
 	}
 }
 
-func (d *decoder) magic(m string) {
+// magic reads the magic m and the format number, and returns the format.
+func (d *decoder) magic(m string) byte {
 	if len(d.buf) < len(m)+1 || string(d.buf[:len(m)]) != m {
 		d.fail("not an encoded lobby value")
-		return
+		return 0
 	}
-	if v := d.buf[len(m)]; v != formatV1 {
+	v := d.buf[len(m)]
+	if v != formatV1 && v != formatV2 {
 		d.err = fmt.Errorf("%w: unknown format %d", ErrCorrupt, v)
-		return
+		return 0
 	}
 	d.buf = d.buf[len(m)+1:]
+	return v
 }
 
 func (d *decoder) byte() byte {

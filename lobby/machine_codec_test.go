@@ -2,6 +2,7 @@ package lobby
 
 import (
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -165,4 +166,57 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("decode→encode is not the identity:\n in %x\nout %x", data, again)
 		}
 	})
+}
+
+// TestFormat1StillDecodes: records and events written before the host term
+// (format 1, committed under testdata by the previous encoder) still decode,
+// at term 0, and encode again in the current format.
+func TestFormat1StillDecodes(t *testing.T) {
+	data, err := os.ReadFile("testdata/format1-state.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[3] != formatV1 {
+		t.Fatalf("fixture is format %d, want 1", data[3])
+	}
+	s, err := DecodeState(data)
+	if err != nil {
+		t.Fatalf("format 1 state: %v", err)
+	}
+	if s.ID != "lobby-1" || s.Host != "ünï-cødé" || len(s.Members) != 3 || s.Term != 0 || s.Members[0].Attrs["role"] != "captain" {
+		t.Fatalf("format 1 state decoded as %+v", s)
+	}
+	again, err := DecodeState(EncodeState(s))
+	if err != nil || EncodeState(s)[3] != formatV2 {
+		t.Fatalf("re-encoded: %v", err)
+	}
+	if diff := cmp.Diff(s, again, cmpState); diff != "" {
+		t.Fatalf("format 1 state does not survive re-encoding:\n%s", diff)
+	}
+	// It goes on from term 0: the next change of host is term 1.
+	m, _ := NewMachine(testPolicy())
+	res, err := m.Apply(s, TransferHost("ünï-cødé", "p-17"), s.Updated.Add(time.Second))
+	if err != nil || len(res.Events) != 1 || res.Events[0].Term != 1 {
+		t.Fatalf("transfer on a format 1 lobby: %+v, %v; want one event at term 1", res, err)
+	}
+
+	data, err = os.ReadFile("testdata/format1-event.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := DecodeEvent(data)
+	if err != nil {
+		t.Fatalf("format 1 event: %v", err)
+	}
+	if e.Reason != ReasonHostTransferred || e.Host != "ünï-cødé" || e.PrevHost != "p-17" || e.Term != 0 || e.Revision == 0 {
+		t.Fatalf("format 1 event decoded as %+v", e)
+	}
+}
+
+func TestTermAboveRevisionIsCorrupt(t *testing.T) {
+	s := busyLobby(t)
+	s.Term = s.Revision + 1
+	if _, err := DecodeState(EncodeState(s)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("term above revision: %v, want ErrCorrupt", err)
+	}
 }

@@ -56,6 +56,9 @@ type Event struct {
 	// Host is the host after the change, PrevHost before it ("" for none).
 	// They differ exactly when the change moved the host.
 	Host, PrevHost string
+	// Term is the host term after the change: one more than the event
+	// before it exactly when Host differs from PrevHost (see State.Term).
+	Term uint64
 	// Members is every member after the change, in join-sequence order.
 	Members []MemberView
 	// Reason is the cause, Subject the player it concerns (for

@@ -102,6 +102,12 @@ type State struct {
 	NextGen     uint64
 	// Host is the hosting member's player ID, or "" for no host.
 	Host string
+	// Term is the host term: it grows by one with every change of host
+	// (to another member or to none) and never otherwise, and never goes
+	// backward for a lobby ID. Another system that accepts host-only
+	// actions keeps the highest (lobby, term) it has seen and refuses an
+	// action stamped with an older term.
+	Term uint64
 	// Members are ordered by join sequence.
 	Members []Member
 	// Updated is the time of the last transition that changed the state;
@@ -115,7 +121,7 @@ type State struct {
 // the floor its store kept, so no revision, join sequence or generation is
 // ever repeated for an ID.
 func NewState(id string, floor uint64) *State {
-	return &State{ID: id, Revision: floor, NextJoinSeq: floor + 1, NextGen: floor + 1}
+	return &State{ID: id, Revision: floor, Term: floor, NextJoinSeq: floor + 1, NextGen: floor + 1}
 }
 
 // Floor is the value to keep when this lobby's record is deleted: it is at

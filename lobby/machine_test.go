@@ -39,7 +39,7 @@ func TestFirstJoinStartsAtOne(t *testing.T) {
 		t.Fatalf("first join: gen %d, join seq %d, revision %d; want 1, 1, 1", res.Gen, res.JoinSeq, r.s.Revision)
 	}
 	want := Event{
-		Lobby: "lobby-1", Revision: 1, Host: "p-1", PrevHost: "",
+		Lobby: "lobby-1", Revision: 1, Term: 1, Host: "p-1", PrevHost: "",
 		Members: []MemberView{{Player: "p-1", JoinSeq: 1, Status: StatusOnline}},
 		Reason:  ReasonJoined, Subject: "p-1", At: t0,
 	}

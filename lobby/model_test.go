@@ -14,6 +14,7 @@ type refModel struct {
 	p       Policy
 	id      string
 	rev     uint64
+	term    uint64 // one more per event whose host differs from its previous host
 	nextSeq uint64
 	nextGen uint64
 	host    string
@@ -55,7 +56,10 @@ func (m *refModel) view() []MemberView {
 
 func (m *refModel) event(reason Reason, subject string, at time.Time, prev string) Event {
 	m.rev++
-	return Event{Lobby: m.id, Revision: m.rev, Host: m.host, PrevHost: prev, Members: m.view(), Reason: reason, Subject: subject, At: at}
+	if m.host != prev {
+		m.term++
+	}
+	return Event{Lobby: m.id, Revision: m.rev, Term: m.term, Host: m.host, PrevHost: prev, Members: m.view(), Reason: reason, Subject: subject, At: at}
 }
 
 func (m *refModel) eligible(id string, t time.Time) bool {
@@ -290,9 +294,9 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 func (m *refModel) diffState(s *State) []string {
 	var diffs []string
 	add := func(format string, args ...any) { diffs = append(diffs, sprintf(format, args...)) }
-	if s.Revision != m.rev || s.NextJoinSeq != m.nextSeq || s.NextGen != m.nextGen || s.Host != m.host {
-		add("counters/host: machine rev %d seq %d gen %d host %q; model rev %d seq %d gen %d host %q",
-			s.Revision, s.NextJoinSeq, s.NextGen, s.Host, m.rev, m.nextSeq, m.nextGen, m.host)
+	if s.Revision != m.rev || s.NextJoinSeq != m.nextSeq || s.NextGen != m.nextGen || s.Host != m.host || s.Term != m.term {
+		add("counters/host: machine rev %d term %d seq %d gen %d host %q; model rev %d term %d seq %d gen %d host %q",
+			s.Revision, s.Term, s.NextJoinSeq, s.NextGen, s.Host, m.rev, m.term, m.nextSeq, m.nextGen, m.host)
 	}
 	if !s.Updated.Equal(m.updated) {
 		add("updated: machine %v, model %v", s.Updated, m.updated)

@@ -256,8 +256,17 @@ func invariantErr(m *Machine, before, after *State, cmd Command, res Result, now
 	}
 	// 4. One revision per visible change: each event differs visibly from
 	// the one before; no event means no visible change.
-	prevHost, prevView := before.Host, before.View()
+	prevHost, prevView, prevTerm := before.Host, before.View(), before.Term
 	for _, e := range res.Events {
+		// The host term moves by one exactly when the host does.
+		wantTerm := prevTerm
+		if e.Host != e.PrevHost {
+			wantTerm++
+		}
+		if e.Term != wantTerm {
+			return fmt.Errorf("event %d (%s): host %q → %q, term %d after %d", e.Revision, e.Reason, e.PrevHost, e.Host, e.Term, prevTerm)
+		}
+		prevTerm = e.Term
 		if e.Host == prevHost && cmp.Equal(e.Members, prevView, cmpState) {
 			return fmt.Errorf("event %d (%s) changes nothing visible", e.Revision, e.Reason)
 		}
@@ -268,6 +277,9 @@ func invariantErr(m *Machine, before, after *State, cmd Command, res Result, now
 	}
 	if after.Host != prevHost || !cmp.Equal(after.View(), prevView, cmpState) {
 		return fmt.Errorf("%v: a visible change without an event", cmd.Op)
+	}
+	if after.Term != prevTerm {
+		return fmt.Errorf("%v: host term %d after the events' %d", cmd.Op, after.Term, prevTerm)
 	}
 	if after.Revision != before.Revision+uint64(len(res.Events)) {
 		return fmt.Errorf("%v: revision %d → %d with %d events", cmd.Op, before.Revision, after.Revision, len(res.Events))

@@ -180,6 +180,9 @@ func (s *Service) TransferHost(ctx context.Context, id, actor, to string) (Resul
 type Snapshot struct {
 	Lobby    string
 	Revision uint64
+	// Term is the host term (see State.Term): fence host-only actions in
+	// other systems with it.
+	Term uint64
 	// Host is "" when nobody hosts.
 	Host string
 	// Members are in join-sequence order.
@@ -193,7 +196,7 @@ type Snapshot struct {
 func (s *Service) Snapshot(ctx context.Context, id string) (Snapshot, error) {
 	var snap Snapshot
 	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State) {
-		snap = Snapshot{Lobby: st.ID, Revision: st.Revision, Host: st.Host, Members: st.View()}
+		snap = Snapshot{Lobby: st.ID, Revision: st.Revision, Term: st.Term, Host: st.Host, Members: st.View()}
 	}})
 	return snap, err
 }

@@ -457,7 +457,7 @@ func TestSnapshotCommitsCatchUpFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := lobby.Snapshot{Lobby: "l", Revision: 4, Host: "b", Members: []lobby.MemberView{{Player: "b", JoinSeq: 2, Status: lobby.StatusOnline}}}
+	want := lobby.Snapshot{Lobby: "l", Revision: 4, Term: 2, Host: "b", Members: []lobby.MemberView{{Player: "b", JoinSeq: 2, Status: lobby.StatusOnline}}}
 	if diff := cmp.Diff(want, snap); diff != "" {
 		t.Fatalf("snapshot (-want +got):\n%s", diff)
 	}

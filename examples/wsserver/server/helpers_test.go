@@ -210,6 +210,7 @@ type msg struct {
 	HostID         *string  `json:"hostId"`
 	PlayerIDs      []string `json:"playerIds"`
 	RoomID         string   `json:"roomId"`
+	Term           uint64   `json:"term"`
 	Members        []member `json:"members"`
 	Reason         string   `json:"reason"`
 	SubjectID      *string  `json:"subjectId"`

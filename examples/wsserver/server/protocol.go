@@ -93,12 +93,15 @@ type memberMsg struct {
 // stateMsg is the lobby.state message. The first four fields are the
 // common minimal protocol; the rest are additions.
 type stateMsg struct {
-	Type      string      `json:"type"`
-	Version   uint64      `json:"version"`
-	HostID    *string     `json:"hostId"`
-	PlayerIDs []string    `json:"playerIds"`
-	RoomID    string      `json:"roomId"`
-	Members   []memberMsg `json:"members"`
+	Type      string   `json:"type"`
+	Version   uint64   `json:"version"`
+	HostID    *string  `json:"hostId"`
+	PlayerIDs []string `json:"playerIds"`
+	RoomID    string   `json:"roomId"`
+	// Term is the host term: one more with every change of host; a
+	// client stamps host-only requests to other services with it.
+	Term    uint64      `json:"term"`
+	Members []memberMsg `json:"members"`
 	// Reason is the lobby reason of the change, or "snapshot" for a state
 	// read without knowing the change that led to it.
 	Reason string `json:"reason"`
@@ -157,6 +160,7 @@ func newStateMsg(room string, rev uint64, host string, members []lobby.MemberVie
 // time now.
 func encodeEvent(e *lobby.Event, reconnectBy map[string]time.Time, now time.Time) []byte {
 	m := newStateMsg(e.Lobby, e.Revision, e.Host, e.Members, reconnectBy, now)
+	m.Term = e.Term
 	m.Reason = string(e.Reason)
 	m.SubjectID = rawID(e.Subject)
 	m.PreviousHostID = rawID(e.PrevHost)
@@ -170,6 +174,7 @@ func encodeEvent(e *lobby.Event, reconnectBy map[string]time.Time, now time.Time
 // encodeEvent.
 func encodeSnapshot(s *lobby.Snapshot, reconnectBy map[string]time.Time, now time.Time) []byte {
 	m := newStateMsg(s.Lobby, s.Revision, s.Host, s.Members, reconnectBy, now)
+	m.Term = s.Term
 	m.Reason = ReasonSnapshot
 	return mustJSON(m)
 }

@@ -192,3 +192,21 @@ func TestLeave(t *testing.T) {
 		t.Errorf("after leaving: %s, want left with bob hosting", m.view())
 	}
 }
+
+// The host term in lobby.state grows by one when the host changes and
+// not otherwise.
+func TestStateCarriesHostTerm(t *testing.T) {
+	e := newEnv(t, nil)
+	alice := e.join("r", "alice")
+	first := alice.waitState("alice hosts", func(m msg) bool { return m.HostID != nil && *m.HostID == "alice" })
+	bob := e.join("r", "bob")
+	joined := bob.waitState("bob listed", func(m msg) bool { return hasMember(m, "bob", "online") })
+	if first.Term != 1 || joined.Term != 1 {
+		t.Fatalf("terms %d and %d while alice hosts, want 1 and 1", first.Term, joined.Term)
+	}
+	alice.send(map[string]any{"type": "leave"})
+	after := bob.waitState("bob hosts", func(m msg) bool { return m.HostID != nil && *m.HostID == "bob" })
+	if after.Term != 2 {
+		t.Fatalf("term %d after the host left, want 2", after.Term)
+	}
+}
