@@ -516,7 +516,7 @@ func (h *restartHarness) checkHistory(c *trafficClient, final lobby.Snapshot) {
 	}
 	if len(hist) > 0 {
 		last := hist[len(hist)-1]
-		got := lobby.Snapshot{Lobby: c.id, Revision: last.Revision, Host: last.Host, Members: last.Members}
+		got := lobby.Snapshot{Lobby: c.id, Revision: last.Revision, Term: last.Term, Host: last.Host, Members: last.Members}
 		if d := cmp.Diff(final, got, cmpOpts); d != "" {
 			t.Errorf("lobby %q: current state differs from the last published event (-state +event):\n%s", c.id, d)
 		}

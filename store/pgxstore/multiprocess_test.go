@@ -73,6 +73,7 @@ func TestTwoProcessesExpireAHostOnce(t *testing.T) {
 				want[id] = append(want[id], lobby.Event{
 					Lobby:    id,
 					Revision: closed.Revision + 1,
+					Term:     closed.Term + 1, // the host changes
 					Host:     "m1",
 					PrevHost: "host",
 					Members: []lobby.MemberView{

@@ -77,7 +77,7 @@ func FuzzDecodeClientMsg(f *testing.F) {
 
 func TestEncodeEvent(t *testing.T) {
 	e := lobby.Event{
-		Lobby: "r", Revision: 7, Host: "bob", PrevHost: "alice", Reason: lobby.ReasonLeaseExpired, Subject: "alice",
+		Lobby: "r", Revision: 7, Term: 3, Host: "bob", PrevHost: "alice", Reason: lobby.ReasonLeaseExpired, Subject: "alice",
 		Members: []lobby.MemberView{{Player: "bob", JoinSeq: 2, Status: lobby.StatusOnline}, {Player: "carol", JoinSeq: 3, Status: lobby.StatusReconnecting}},
 		At:      time.Date(2030, 1, 1, 0, 0, 8, 0, time.UTC),
 	}
@@ -88,7 +88,7 @@ func TestEncodeEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]any{
-		"type": "lobby.state", "version": 7.0, "hostId": "bob", "playerIds": []any{"bob", "carol"}, "roomId": "r",
+		"type": "lobby.state", "version": 7.0, "term": 3.0, "hostId": "bob", "playerIds": []any{"bob", "carol"}, "roomId": "r",
 		"members": []any{
 			map[string]any{"userId": "bob", "joinSeq": 2.0, "status": "online", "host": true},
 			map[string]any{"userId": "carol", "joinSeq": 3.0, "status": "reconnecting", "host": false, "reconnectBy": "2030-01-01T00:00:12Z"},
@@ -105,7 +105,7 @@ func TestEncodeEvent(t *testing.T) {
 	if err := json.Unmarshal(encodeSnapshot(&snap, nil, now), &got); err != nil {
 		t.Fatal(err)
 	}
-	want = map[string]any{"type": "lobby.state", "version": 0.0, "hostId": nil, "playerIds": []any{}, "roomId": "r", "members": []any{}, "reason": "snapshot",
+	want = map[string]any{"type": "lobby.state", "version": 0.0, "term": 0.0, "hostId": nil, "playerIds": []any{}, "roomId": "r", "members": []any{}, "reason": "snapshot",
 		"serverTime": "2030-01-01T00:00:09Z"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("encodeSnapshot of an empty lobby (-want +got):\n%s", diff)
