@@ -288,6 +288,8 @@ func DecodeEvent(data []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: event IDs", ErrCorrupt)
 	case e.Revision == 0, e.At.IsZero():
 		return Event{}, fmt.Errorf("%w: event without revision or time", ErrCorrupt)
+	case e.Term > e.Revision:
+		return Event{}, fmt.Errorf("%w: event host term %d above its revision %d", ErrCorrupt, e.Term, e.Revision)
 	}
 	return e, nil
 }

@@ -115,11 +115,16 @@ func TestDecodeRejectsCorruption(t *testing.T) {
 }
 
 // FuzzDecodeState: any input either decodes to a valid state that encodes
-// back to the same bytes, or fails with ErrCorrupt. Never a panic.
+// back to the same bytes (an older format: to the current format, which
+// decodes to the same state), or fails with ErrCorrupt. Never a panic.
 func FuzzDecodeState(f *testing.F) {
 	f.Add(EncodeState(NewState("l", 0)))
 	f.Add(EncodeState(busyLobby(&testing.T{})))
 	f.Add([]byte("LHS\x01"))
+	f.Add([]byte("LHS\x02"))
+	if old, err := os.ReadFile("testdata/format1-state.bin"); err == nil {
+		f.Add(old)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := DecodeState(data)
 		if err != nil {
@@ -128,7 +133,17 @@ func FuzzDecodeState(f *testing.F) {
 			}
 			return
 		}
-		if again := EncodeState(s); string(again) != string(data) {
+		again := EncodeState(s)
+		if data[3] == formatV1 {
+			// An older format re-encodes in the current one, to the same state.
+			s2, err := DecodeState(again)
+			if err != nil {
+				t.Fatalf("re-encoded format 1 state does not decode: %v", err)
+			}
+			if diff := cmp.Diff(s, s2, cmpState); diff != "" {
+				t.Fatalf("format 1 state changed by re-encoding:\n%s", diff)
+			}
+		} else if string(again) != string(data) {
 			t.Fatalf("decode→encode is not the identity:\n in %x\nout %x", data, again)
 		}
 		// A decoded state is safe to run commands on.
@@ -154,6 +169,9 @@ func FuzzDecodeEvent(f *testing.F) {
 	for _, e := range r.events {
 		f.Add(EncodeEvent(&e))
 	}
+	if old, err := os.ReadFile("testdata/format1-event.bin"); err == nil {
+		f.Add(old)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		e, err := DecodeEvent(data)
 		if err != nil {
@@ -162,7 +180,16 @@ func FuzzDecodeEvent(f *testing.F) {
 			}
 			return
 		}
-		if again := EncodeEvent(&e); string(again) != string(data) {
+		again := EncodeEvent(&e)
+		if data[3] == formatV1 {
+			e2, err := DecodeEvent(again)
+			if err != nil {
+				t.Fatalf("re-encoded format 1 event does not decode: %v", err)
+			}
+			if diff := cmp.Diff(e, e2, cmpState); diff != "" {
+				t.Fatalf("format 1 event changed by re-encoding:\n%s", diff)
+			}
+		} else if string(again) != string(data) {
 			t.Fatalf("decode→encode is not the identity:\n in %x\nout %x", data, again)
 		}
 	})
