@@ -87,12 +87,12 @@ type testHooks struct {
 // out of range one wrapping ErrInvalidPolicy.
 func NewService(st store.Store, opts ...Option) (*Service, error) {
 	if st == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrInvalidOption)
+		return nil, errNilOption("store")
 	}
 	cfg := defaultConfig()
 	for _, o := range opts {
 		if o == nil {
-			return nil, fmt.Errorf("%w: nil option", ErrInvalidOption)
+			return nil, errNilOption("option")
 		}
 		if err := o(&cfg); err != nil {
 			return nil, err

@@ -128,7 +128,7 @@ func WithPolicy(p Policy) Option {
 func WithClock(clock clockwork.Clock) Option {
 	return func(c *config) error {
 		if clock == nil {
-			return fmt.Errorf("%w: nil clock", ErrInvalidOption)
+			return errNilOption("clock")
 		}
 		c.clock = clock
 		return nil
@@ -141,7 +141,7 @@ func WithClock(clock clockwork.Clock) Option {
 func WithPublisher(p Publisher) Option {
 	return func(c *config) error {
 		if p == nil {
-			return fmt.Errorf("%w: nil publisher", ErrInvalidOption)
+			return errNilOption("publisher")
 		}
 		c.publisher = p
 		return nil
@@ -156,7 +156,7 @@ func WithPublisher(p Publisher) Option {
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
-			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+			return errNilOption("logger")
 		}
 		c.logger = l
 		return nil
@@ -181,7 +181,7 @@ func WithPseudonymKey(key []byte) Option {
 func WithObserver(o Observer) Option {
 	return func(c *config) error {
 		if o == nil {
-			return fmt.Errorf("%w: nil observer", ErrInvalidOption)
+			return errNilOption("observer")
 		}
 		c.observer = o
 		return nil
