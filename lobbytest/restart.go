@@ -141,6 +141,10 @@ func testRestartVolatile(t *testing.T, r Restarter) {
 
 	probe := h.joinProbe()
 	h.waitOK("20 successful commands per lobby before the kill", phaseUp, 20)
+	// The relay publishes after the commit, on its own time: make sure
+	// clients saw revision 1 of every lobby before the server forgets it,
+	// so that its reissue after the restart is visible below.
+	h.waitPublished("revision 1 of every lobby published before the kill", func(byRev map[uint64][]lobby.Event) bool { return len(byRev[1]) > 0 })
 	h.killAndCheckDown(probe)
 	h.restart()
 	h.waitOK("10 successful commands per lobby after the restart", phaseRestart, 10)
@@ -441,6 +445,27 @@ func (h *restartHarness) waitFor(what string, cond func(c *trafficClient, i int)
 			h.t.Fatalf("traffic: no %s within %v", what, restartWait)
 		}
 		h.cond.Wait()
+	}
+}
+
+// waitPublished polls what the clients were published until ok holds for
+// every lobby's revisions (by revision, each distinct content once),
+// failing the test after restartWait.
+func (h *restartHarness) waitPublished(what string, ok func(byRev map[uint64][]lobby.Event) bool) {
+	h.t.Helper()
+	deadline := time.Now().Add(restartWait)
+	for {
+		all := true
+		for _, c := range h.clients {
+			all = all && ok(h.pub.contents(c.id))
+		}
+		if all {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("no %s within %v", what, restartWait)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
