@@ -1,13 +1,14 @@
 // Package store defines how lobbyhost persists lobbies: a small interface of
-// versioned, opaque records, a per-lobby deadline index and an outbox of
-// events, plus the sentinel errors every implementation reports.
+// versioned, opaque records, a per-lobby deadline index and a per-lobby
+// effects log, plus the sentinel errors every implementation reports.
 //
 // A Store never interprets lobby rules. The lobby package encodes each lobby
-// as bytes, computes its next deadline and its events, and asks the store to
-// write all three in one atomic compare-and-set. Anything with a conditional
-// write (a map under a mutex, SQL, Redis, etcd, DynamoDB) can implement it;
-// package storetest checks that an implementation keeps the contract, and
-// package store/memstore is the in-memory default.
+// as bytes, computes its next deadline and what the commit means for the
+// outside world (its effects), and asks the store to write all three in one
+// atomic compare-and-set. Anything with a conditional write (a map under a
+// mutex, SQL, Redis, etcd, DynamoDB) can implement it; package storetest
+// checks that an implementation keeps the contract, and package
+// store/memstore is the in-memory default.
 //
 // # Versions and floors
 //
@@ -16,18 +17,37 @@
 // [Store.Delete] the ID has no record, but its version is not forgotten: the
 // store keeps a floor at or above every version it ever held for that ID, and
 // [Store.Load] reports that floor, so a lobby created again continues above
-// every value issued before instead of repeating one. The store also keeps
-// the deleted record's data with the floor (a tombstone) and Load returns it:
-// the lobby package deletes only empty lobbies, whose record then carries
-// what must outlive the record (its last transition time), so time never
-// runs backward for an ID either.
+// every value issued before instead of repeating one.
 //
-// # Outbox
+// Floors do not pile up. While a deleted lobby still has entries in its
+// effects log, the store keeps a tombstone for its ID: the floor and the
+// deleted record's data, which Load returns. Once the last entry is trimmed
+// (see Retention) the tombstone goes too, and its floor is folded into one
+// store-wide floor: from then on Load reports, for every ID without a record
+// or tombstone, at least the highest floor ever folded. A store therefore
+// holds per ID only what its retention keeps, and a lobby ID's versions
+// still never repeat. (The lobby package builds every counter of a new
+// lobby on the floor Load reports, so revisions, join sequences and
+// generations do not repeat either.)
 //
-// Events written with a record are delivered after the commit by a relay that
-// calls [Store.Pending] and, once it has published them, [Store.Ack]. Delivery
-// is at least once: an event stays pending until acknowledged, and events of
-// one lobby come back in the order they were written.
+// # The effects log
+//
+// A Write may carry an entry for the lobby's effects log: what the commit
+// means outside the store (for lobbyhost, the events clients see and the
+// connections the commit ended). The entry is appended in the same atomic
+// step as the record, at the position of the version the write creates, so
+// positions increase with every entry and are never reused for a lobby ID,
+// also across Delete. Readers follow a lobby's log by position
+// ([Store.ReadLog]): every process that serves a lobby reads what it needs,
+// none drains it for the others.
+//
+// The log is kept for a bounded retention, by count per lobby and by age
+// ([Retention]); a reader asking for a position older than what is kept gets
+// a [CompactedError] and must start again from a fresh Load. Durable
+// consumers (a relay to a message bus, an audit sink) keep a named cursor
+// per lobby in the store ([Store.ClaimLog], [Store.CommitLog]), so each sees
+// every effect at least once, in position order per lobby, and several
+// processes sharing a consumer name split the lobbies between them.
 //
 // # Sizes and IDs
 //
@@ -36,13 +56,13 @@
 // equal byte for byte, whatever their case, normalisation or shared
 // prefixes, and no ID is cut, folded or re-encoded. Other non-empty IDs (too
 // long, invalid UTF-8) a store may refuse with ErrInvalid, writing nothing;
-// if it accepts one, the same rules hold for it.
+// if it accepts one, the same rules hold for it. Consumer names follow the
+// same rules.
 //
-// Every store accepts a Write carrying up to [MaxWriteEvents] events whose
-// Data, together with the record's Data, total up to [MaxWriteBytes] bytes,
-// and stores all of it: no record or event is cut short and no event is
-// dropped. A larger Write it may refuse with ErrInvalid, writing nothing, but
-// it never stores a part of one.
+// Every store accepts a Write whose record Data and log entry together hold
+// up to [MaxWriteBytes] bytes, and stores all of it: nothing is cut short. A
+// larger Write it may refuse with ErrInvalid, writing nothing, but it never
+// stores a part of one.
 package store
 
 import (
@@ -56,13 +76,11 @@ import (
 // Limits every Store must accept (see "Sizes and IDs" above). They are floors
 // for stores, not ceilings: a store may accept more.
 const (
-	// MaxIDLen is the longest lobby ID in bytes every store handles.
+	// MaxIDLen is the longest lobby ID (and consumer name) in bytes every
+	// store handles.
 	MaxIDLen = 128
-	// MaxWriteBytes bounds len(Write.Data) plus the len(Data) of every
-	// event of the Write.
+	// MaxWriteBytes bounds len(Write.Data) plus len(Write.Effects).
 	MaxWriteBytes = 8 << 20
-	// MaxWriteEvents bounds len(Write.Events).
-	MaxWriteEvents = 1024
 )
 
 // Sentinel errors. Implementations return them (possibly wrapped, so compare
@@ -76,7 +94,32 @@ var (
 	// ErrInvalid: the arguments break the method's contract (an empty ID, a
 	// non-positive limit, ...). Nothing was written.
 	ErrInvalid = errors.New("store: invalid argument")
+	// ErrCompacted: a log position older than what the store still keeps.
+	// It comes wrapped in a *CompactedError.
+	ErrCompacted = errors.New("store: log compacted")
 )
+
+// CompactedError reports a read of a lobby's log after a position whose
+// successors were trimmed by retention. Entries after After up to and
+// including Trimmed may be gone; the reader cannot know what they said, so
+// it starts again from the lobby's current record (Load) and reads the log
+// after that record's version. errors.Is(err, ErrCompacted) is true.
+type CompactedError struct {
+	Lobby string
+	// After is the position the reader asked to read after.
+	After uint64
+	// Trimmed is the highest position retention may have removed; reading
+	// after it (or after any later position) does not report compaction
+	// again for the same trim.
+	Trimmed uint64
+}
+
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("store: log of lobby %q compacted: read after %d, entries up to %d may be gone", e.Lobby, e.After, e.Trimmed)
+}
+
+// Unwrap makes errors.Is(err, ErrCompacted) true.
+func (e *CompactedError) Unwrap() error { return ErrCompacted }
 
 // Record is a lobby as the store keeps it.
 type Record struct {
@@ -93,15 +136,19 @@ type Record struct {
 	Deadline time.Time
 }
 
-// Event is one outbox entry.
-type Event struct {
-	// Lobby is the ID of the lobby that wrote the event.
+// Entry is one entry of a lobby's effects log.
+type Entry struct {
+	// Lobby is the ID of the lobby whose write appended the entry.
 	Lobby string
-	// Seq orders the events of one lobby; lobbyhost uses the lobby revision
-	// the event announces. Seq strictly increases across the writes of a
-	// lobby, also across Delete, so (Lobby, Seq) identifies an event.
-	Seq uint64
-	// Data is the encoded event, opaque to the store.
+	// Version is the entry's position: the record version created by the
+	// write that appended it. Positions of one lobby strictly increase and
+	// are never reused, also across Delete.
+	Version uint64
+	// At is the time the writer gave the write (Write.At), as the store
+	// keeps it: location and monotonic reading dropped, at least to the
+	// microsecond.
+	At time.Time
+	// Data is the entry, opaque to the store.
 	Data []byte
 }
 
@@ -119,26 +166,26 @@ type Write struct {
 	// Deadline replaces the record's deadline; zero removes the lobby from
 	// the due index.
 	Deadline time.Time
-	// Events are appended to the outbox in this order, in the same atomic
-	// step as the record: either both are stored or neither is.
-	Events []Event
+	// At is the commit's time as the writer sees it (lobbyhost passes the
+	// lobby's transition time). The store keeps it with the log entry and
+	// judges retention by age with it; it never reads a clock of its own.
+	At time.Time
+	// Effects, if not nil, is appended to the lobby's log at position
+	// Expected+1 in the same atomic step as the record: either both are
+	// stored or neither is. A nil Effects appends nothing (an empty non-nil
+	// slice appends an empty entry).
+	Effects []byte
 }
 
 // Validate reports the argument errors every Store.Write must refuse, as an
-// error wrapping ErrInvalid: an empty ID, an event naming another lobby, or
-// an Expected version that has no successor. Stores call it first; it does
-// not look at the store.
+// error wrapping ErrInvalid: an empty ID or an Expected version that has no
+// successor. Stores call it first; it does not look at the store.
 func (w *Write) Validate() error {
 	if w.ID == "" {
 		return fmt.Errorf("%w: write with an empty lobby ID", ErrInvalid)
 	}
 	if w.Expected == math.MaxUint64 {
 		return fmt.Errorf("%w: write to %q: no version follows %d", ErrInvalid, w.ID, w.Expected)
-	}
-	for i := range w.Events {
-		if w.Events[i].Lobby != w.ID {
-			return fmt.Errorf("%w: event %d names lobby %q in a write to %q", ErrInvalid, i, w.Events[i].Lobby, w.ID)
-		}
 	}
 	return nil
 }
@@ -149,14 +196,33 @@ type Due struct {
 	Deadline time.Time
 }
 
+// Cursor is where a durable consumer stands in one lobby's log: it has
+// committed every entry up to and including After.
+type Cursor struct {
+	Lobby string
+	After uint64
+}
+
+// Retention is how long a store keeps log entries. An entry is trimmed once
+// its lobby has more than Entries newer entries (trimmed at the append that
+// makes it so), or once it is older than Age (trimmed by [Store.TrimLog],
+// judged by the entries' At against TrimLog's now). A zero field imposes no
+// bound of its own; stores document their defaults. Durable consumers do not
+// hold entries back: a consumer slower than the retention gets a
+// CompactedError like any reader.
+type Retention struct {
+	Entries int
+	Age     time.Duration
+}
+
 // Store persists lobbies. Implementations must be safe for concurrent use by
 // many goroutines (and, for shared stores, many processes), and must never
 // retain or modify a slice passed to or returned from a method: the caller
 // owns what it passes and what it gets back. That covers the bytes between a
 // slice's length and its capacity (a store must not append into a caller's
-// buffer), the elements and order of an []Event passed in (Write.Events,
-// Ack's events), and every Data returned, which shares no memory with the
-// store or with any other slice returned, up to its capacity.
+// buffer), the elements and order of a slice passed in, and every Data
+// returned, which shares no memory with the store or with any other slice
+// returned, up to its capacity.
 //
 // Every method is atomic and linearizable: it takes effect at one instant
 // between its call and its return, so a reader never sees a version older
@@ -170,34 +236,36 @@ type Store interface {
 	//
 	// If the lobby has no record, Load returns ErrNotFound together with a
 	// Record holding only ID, Version and Data: Version is the floor to pass
-	// as Write.Expected when creating it (0 for an ID never written, or the
-	// floor kept by Delete), and Data is nil for an ID never written, or the
-	// data of the record Delete removed (the tombstone), as it was written.
+	// as Write.Expected when creating it (the tombstone's floor after
+	// Delete, else the store-wide floor, 0 in a store that never folded a
+	// tombstone), and Data is the data of the record Delete removed while
+	// its tombstone lasts, as it was written, else nil.
 	Load(ctx context.Context, id string) (Record, error)
 
 	// Write stores w atomically if the lobby's version equals w.Expected
 	// (counting an absent record as its floor): the record's data, its
-	// deadline in the due index and the events in the outbox, all or none.
-	// The new version is w.Expected+1.
+	// deadline in the due index and the log entry, all or none. The new
+	// version is w.Expected+1.
 	//
 	// No reader sees one part of the write without the others: once a Load
-	// shows the new version, Due shows the new deadline and Pending the
-	// events (until a later Write, Delete or Ack changes them), and once Due
-	// or Pending shows them, Load shows at least the new version.
+	// shows the new version, Due shows the new deadline and ReadLog the
+	// entry (until retention trims it), and once Due or ReadLog shows them,
+	// Load shows at least the new version.
 	//
 	// It returns ErrConflict if the version differs, ErrInvalid if w.ID is
-	// empty, an event names another lobby, or w.Expected is math.MaxUint64
-	// (see Write.Validate); in both cases it writes nothing.
-	// Any other error (a lost connection, a context that ended mid-flight)
-	// leaves the outcome unknown: the write may have committed. Load again
-	// before deciding; compare-and-set makes a retry safe.
+	// empty or w.Expected is math.MaxUint64 (see Write.Validate); in both
+	// cases it writes nothing. Any other error (a lost connection, a
+	// context that ended mid-flight) leaves the outcome unknown: the write
+	// may have committed. Load again before deciding; compare-and-set
+	// makes a retry safe.
 	Write(ctx context.Context, w Write) error
 
 	// Delete removes the lobby's record and its deadline if its version
-	// equals expected. The outbox is untouched: pending events stay pending.
-	// Afterwards Load reports ErrNotFound with a floor of at least
-	// max(expected, floor) and the deleted record's data, and the next Write
-	// must expect exactly that floor.
+	// equals expected. The log is untouched: its entries stay readable
+	// until retention trims them. Afterwards Load reports ErrNotFound with
+	// a floor of at least max(expected, floor) and, while the lobby still
+	// has log entries, the deleted record's data; the next Write must
+	// expect exactly the floor Load reports.
 	//
 	// It returns ErrNotFound if there is no record, ErrConflict if the
 	// version differs; in both cases it changes nothing.
@@ -212,20 +280,48 @@ type Store interface {
 	// far-future now and limit 1.
 	Due(ctx context.Context, now time.Time, limit int) ([]Due, error)
 
-	// Pending returns up to limit unacknowledged outbox events, oldest write
-	// first across all lobbies (the order in which the writes committed,
-	// not grouped by lobby), the events of one write in the order given.
-	// limit must be positive (else ErrInvalid); a limit cuts a prefix of
-	// that order. Pending does not hide what it returns: a second call
-	// returns the same events until they are acked.
-	Pending(ctx context.Context, limit int) ([]Event, error)
+	// ReadLog returns up to limit entries of the lobby's log whose
+	// position is after the given one, in position order. limit must be
+	// positive (else ErrInvalid). An empty result means no entry after
+	// that position exists now. If retention trimmed an entry whose
+	// position is after the given one, ReadLog returns a *CompactedError
+	// instead (also for a lobby whose whole log, tombstone included, is
+	// gone, when after is below the floor Load reports for it).
+	ReadLog(ctx context.Context, id string, after uint64, limit int) ([]Entry, error)
 
-	// Ack removes the events named by (Lobby, Seq) from the outbox, and no
-	// other event (not one of another lobby whose ID shares a prefix, not
-	// the lobby's earlier events). Data is ignored; unknown or already
-	// acknowledged events are skipped without stopping the others or
-	// causing an error, and an empty list is fine.
-	Ack(ctx context.Context, events []Event) error
+	// LogHeads returns, for each ID in ids, the position of the newest
+	// entry of its log (0 if it has none, or none is kept), in the order
+	// of ids. It is how a reader that may have missed notifications finds
+	// the lobbies whose logs moved, in one call.
+	LogHeads(ctx context.Context, ids []string) ([]uint64, error)
+
+	// TrimLog removes up to limit entries (of any lobbies) older than the
+	// store's retention Age as judged at now, oldest first, and returns how
+	// many it removed. A lobby without a record whose last entry goes
+	// loses its tombstone too (its floor folds into the store-wide floor).
+	// It must not scan the whole log or every lobby: stores keep an index
+	// by age. limit must be positive (else ErrInvalid). With no Age bound
+	// it removes nothing and returns 0.
+	TrimLog(ctx context.Context, now time.Time, limit int) (int, error)
+
+	// ClaimLog is how a durable consumer called name finds work: it
+	// returns up to limit lobbies whose log has entries after name's
+	// cursor, each with that cursor, and claims them for name until
+	// now+hold. Lobbies claimed under the same name less than hold ago
+	// (judged by the now arguments, as in Claimer.Claim) are skipped, so
+	// processes sharing a name split the lobbies and never get the same
+	// lobby for overlapping holds; different names never affect each
+	// other. A cursor starts at 0 for a lobby name has never committed.
+	// Order: lobbies whose work is oldest first where the store can tell,
+	// otherwise any order that does not starve a lobby. limit and hold
+	// must be positive and name valid as an ID (else ErrInvalid).
+	ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]Cursor, error)
+
+	// CommitLog moves name's cursor for lobby id to after (never
+	// backward: a lower value changes nothing) and releases name's claim
+	// on the lobby, so the next ClaimLog returns it again only if entries
+	// after the cursor exist.
+	CommitLog(ctx context.Context, name, id string, after uint64) error
 }
 
 // Claimer is an optional capability for stores shared by several processes:
@@ -244,17 +340,17 @@ type Claimer interface {
 	Claim(ctx context.Context, now time.Time, limit int, hold time.Duration) ([]Due, error)
 }
 
-// Notifier is an optional capability for stores shared by several processes:
-// it tells a relay that some process appended outbox events, so it can
-// publish them promptly without polling.
+// Notifier is an optional capability for stores shared by several
+// processes: it tells readers which lobbies' logs moved, so a process reads
+// only the lobbies it serves that changed, promptly and without polling.
 type Notifier interface {
-	// Notify returns a channel that receives a value after writes that
-	// append outbox events, by any process. Values are coalesced (one may
-	// stand for many writes), and writes without events (heartbeats) need
-	// not notify at all. A value is sent only once the write is visible: a
-	// reader that calls Pending after receiving it sees the write's events
-	// (so a reader that reads only when notified misses no write). Writers
-	// never wait for a reader that does not receive. The channel is closed
-	// when ctx is done.
-	Notify(ctx context.Context) (<-chan struct{}, error)
+	// Subscribe returns a Feed that receives a Change for every Write with
+	// a log entry that commits after Subscribe returns, by any process,
+	// and that stops receiving when ctx is done. A Change is added only
+	// once the write is visible: a reader that calls ReadLog after taking
+	// it sees the entry. Where delivery may have failed (a lost
+	// connection, a full feed) the store marks the feed lost instead; the
+	// reader then checks the heads of the lobbies it serves once
+	// (LogHeads). Writers never wait for a reader.
+	Subscribe(ctx context.Context) (*Feed, error)
 }
