@@ -311,16 +311,29 @@ type Store interface {
 	// (judged by the now arguments, as in Claimer.Claim) are skipped, so
 	// processes sharing a name split the lobbies and never get the same
 	// lobby for overlapping holds; different names never affect each
-	// other. A cursor starts at 0 for a lobby name has never committed.
-	// Order: lobbies whose work is oldest first where the store can tell,
-	// otherwise any order that does not starve a lobby. limit and hold
-	// must be positive and name valid as an ID (else ErrInvalid).
+	// other. limit and hold must be positive and name valid as an ID
+	// (else ErrInvalid).
+	//
+	// The first ClaimLog (or RegisterConsumer) of a name registers it: a
+	// consumer sees every entry appended by a Write that commits after
+	// its registration returned, and none before (a new consumer starts
+	// at the present). A lobby's cursor for name starts just before the
+	// first entry name is due to see. Finding work costs in proportion to
+	// the lobbies with work, never a scan of every lobby: stores keep, per
+	// registered name, an index of lobbies with uncommitted entries,
+	// updated by Write. Order: lobbies whose uncommitted work is oldest
+	// first where the store can tell; never one that starves a lobby.
 	ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]Cursor, error)
+
+	// RegisterConsumer registers name as ClaimLog does, without claiming
+	// anything. Registering a registered name changes nothing.
+	RegisterConsumer(ctx context.Context, name string) error
 
 	// CommitLog moves name's cursor for lobby id to after (never
 	// backward: a lower value changes nothing) and releases name's claim
 	// on the lobby, so the next ClaimLog returns it again only if entries
-	// after the cursor exist.
+	// after the cursor exist (a Write that commits between ClaimLog and
+	// CommitLog is never lost). An unregistered name is ErrInvalid.
 	CommitLog(ctx context.Context, name, id string, after uint64) error
 }
 
