@@ -66,6 +66,13 @@ type Service struct {
 	relayPoke  chan struct{}
 	nextWakeNs atomic.Int64 // when the sweeper next wakes on its own; MaxInt64 while awake
 
+	// hub hands commits to this process's Watchers.
+	hub *watchHub
+	// registered: the relay's consumer is registered in the store.
+	registered atomic.Bool
+	// lastTrimNs is when a sweep last trimmed the effects log (Unix ns).
+	lastTrimNs atomic.Int64
+
 	// advice measures returns and heartbeat gaps per client class
 	// (WithClientClass); nil without it.
 	advice *adviceBook
@@ -118,6 +125,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 		sweepPoke: make(chan struct{}, 1),
 		relayPoke: make(chan struct{}, 1),
 	}
+	s.hub = newWatchHub(s, cfg.watchBuf)
 	if cfg.class != nil {
 		s.advice = newAdviceBook(cfg.class, m.p.HeartbeatTTL)
 	}
@@ -195,10 +203,14 @@ type Snapshot struct {
 // (or at its floor, after Reclaim).
 func (s *Service) Snapshot(ctx context.Context, id string) (Snapshot, error) {
 	var snap Snapshot
-	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State) {
-		snap = Snapshot{Lobby: st.ID, Revision: st.Revision, Term: st.Term, Host: st.Host, Members: st.View()}
+	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State, _ uint64) {
+		snap = snapshotOf(st)
 	}})
 	return snap, err
+}
+
+func snapshotOf(st *State) Snapshot {
+	return Snapshot{Lobby: st.ID, Revision: st.Revision, Term: st.Term, Host: st.Host, Members: st.View()}
 }
 
 // Reclaim deletes an empty lobby's record from the store, keeping only a

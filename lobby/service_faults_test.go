@@ -81,28 +81,43 @@ func waitQueued(t *testing.T, fn string) {
 	t.Fatalf("no goroutine in %s ever queued", fn)
 }
 
-// outboxSeqs drains the store's outbox and returns the revisions it held
-// for lobby id, in order.
+// outboxSeqs reads the lobby's effects log and returns the revisions of
+// the events it holds, in order.
 func outboxSeqs(t *testing.T, st store.Store, id string) []uint64 {
 	t.Helper()
 	var seqs []uint64
-	for {
-		evs, err := st.Pending(context.Background(), 100)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 0 {
-			return seqs
-		}
-		for _, e := range evs {
-			if e.Lobby == id {
-				seqs = append(seqs, e.Seq)
+	for _, e := range loggedEvents(t, st, id) {
+		seqs = append(seqs, e.Revision)
+	}
+	return seqs
+}
+
+// loggedEvents returns the events in the effects logs of the lobbies ids,
+// lobby by lobby, each in log order.
+func loggedEvents(t *testing.T, st store.Store, ids ...string) []Event {
+	t.Helper()
+	var out []Event
+	for _, id := range ids {
+		var after uint64
+		for {
+			entries, err := st.ReadLog(context.Background(), id, after, 100)
+			if err != nil {
+				t.Fatalf("ReadLog(%q, %d): %v", id, after, err)
+			}
+			if len(entries) == 0 {
+				break
+			}
+			for _, e := range entries {
+				fx, err := DecodeEffects(e.Data)
+				if err != nil {
+					t.Fatalf("lobby %q entry %d: %v", id, e.Version, err)
+				}
+				out = append(out, fx.Events...)
+				after = e.Version
 			}
 		}
-		if err := st.Ack(context.Background(), evs); err != nil {
-			t.Fatal(err)
-		}
 	}
+	return out
 }
 
 func wantConsecutive(t *testing.T, seqs []uint64, last uint64) {

@@ -95,6 +95,9 @@ type config struct {
 	cacheSize  int
 	cacheIdle  time.Duration
 	class      func(lobby, player string) string
+	relayName  string
+	watchBuf   int
+	watchPoll  time.Duration
 }
 
 func errNilOption(what string) error { return fmt.Errorf("%w: nil %s", ErrInvalidOption, what) }
@@ -103,7 +106,6 @@ func defaultConfig() config {
 	return config{
 		policy:     DefaultPolicy(),
 		clock:      clockwork.NewRealClock(),
-		publisher:  PublisherFunc(func(context.Context, []Event) error { return nil }),
 		logger:     slog.New(slog.DiscardHandler),
 		sweepBatch: 256,
 		relayBatch: 256,
@@ -113,6 +115,9 @@ func defaultConfig() config {
 		cache:      true,
 		cacheSize:  65536,
 		cacheIdle:  5 * time.Minute,
+		relayName:  "lobbyhost-relay",
+		watchBuf:   DefaultWatchBuffer,
+		watchPoll:  time.Second,
 	}
 }
 
@@ -135,9 +140,12 @@ func WithClock(clock clockwork.Clock) Option {
 	}
 }
 
-// WithPublisher sets where Run's relay delivers committed events. Without
-// one, the relay acknowledges events without delivering them, so the outbox
-// does not grow.
+// WithPublisher sets where Run's relay delivers committed events. The relay
+// is a durable consumer of the store's effects log (see WithRelayName): it
+// publishes every event at least once, in revision order per lobby, from
+// whichever process committed it. The Service registers the consumer before
+// its first write, so events committed from then on are delivered even if
+// Run starts later. Without a publisher there is no relay.
 func WithPublisher(p Publisher) Option {
 	return func(c *config) error {
 		if p == nil {
@@ -224,6 +232,46 @@ func WithCache(maxLobbies int, idle time.Duration) Option {
 			return fmt.Errorf("%w: cache bound %d lobbies, idle %v: both must be positive", ErrInvalidOption, maxLobbies, idle)
 		}
 		c.cache, c.cacheSize, c.cacheIdle = true, maxLobbies, idle
+		return nil
+	}
+}
+
+// WithRelayName sets the name of the relay's durable consumer in the store
+// (default "lobbyhost-relay"). Processes that share a name share the work:
+// each lobby's events are published by one of them at a time. Give two
+// publishers that must each see every event different names.
+func WithRelayName(name string) Option {
+	return func(c *config) error {
+		if err := ValidateID(name); err != nil {
+			return fmt.Errorf("%w: relay name: %w", ErrInvalidOption, err)
+		}
+		c.relayName = name
+		return nil
+	}
+}
+
+// WithWatchBuffer sets how many updates a Watcher holds for a reader that
+// falls behind before it drops them and offers a snapshot instead (default
+// DefaultWatchBuffer). It must be positive.
+func WithWatchBuffer(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("%w: watch buffer %d must be positive", ErrInvalidOption, n)
+		}
+		c.watchBuf = n
+		return nil
+	}
+}
+
+// WithWatchPoll sets how often Run looks at the log heads of watched lobbies
+// when the store has no change notifications (no store.Notifier); with
+// notifications it never polls. Default one second; it must be positive.
+func WithWatchPoll(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: watch poll must be positive", ErrInvalidOption)
+		}
+		c.watchPoll = d
 		return nil
 	}
 }

@@ -48,7 +48,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 	var wg sync.WaitGroup
 	if n, ok := s.st.(store.Notifier); ok {
-		ch, err := n.Notify(ctx)
+		feed, err := n.Subscribe(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // shut down while subscribing
@@ -56,24 +56,77 @@ func (s *Service) Run(ctx context.Context) error {
 			return fmt.Errorf("lobby: store notifications: %w", err)
 		}
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for range ch {
-				// Another process committed visible changes, which
-				// usually bring new deadlines (a grace started, a member
-				// joined): look at the due index too, so that a process
-				// that dies before its deadlines does not leave them to
-				// the resync.
-				poke(s.relayPoke)
-				poke(s.sweepPoke)
-			}
-		}()
+		go func() { defer wg.Done(); s.listen(ctx, feed) }()
+	} else {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.pollHeads(ctx) }()
 	}
-	wg.Add(2)
+	wg.Add(1)
 	go func() { defer wg.Done(); s.sweepLoop(ctx) }()
-	go func() { defer wg.Done(); s.relayLoop(ctx) }()
+	if s.cfg.publisher != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.relayLoop(ctx) }()
+	}
 	wg.Wait()
 	return nil
+}
+
+// listen turns the store's change notifications into work: Watchers of the
+// lobbies named read their logs, the relay looks for entries to publish,
+// and the sweeper looks at the due index, since other processes' commits
+// usually bring new deadlines (a grace started, a member joined) and a
+// process that dies before its deadlines must not leave them to the resync.
+// A feed that lost changes makes the Watchers' lobbies be checked once.
+func (s *Service) listen(ctx context.Context, feed *store.Feed) {
+	// Watchers that started before the subscription may have missed
+	// commits in between.
+	lost := true
+	for {
+		changes, l := feed.Take()
+		lost = lost || l
+		for _, c := range changes {
+			s.hub.remote(c.Lobby, c.Version)
+		}
+		if lost {
+			if err := s.hub.lost(ctx); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				s.log.Warn("lobby watch resync failed", "err", err)
+			} else {
+				lost = false
+			}
+		}
+		if len(changes) > 0 || l {
+			poke(s.relayPoke)
+			poke(s.sweepPoke)
+		}
+		if lost {
+			// Retry the heads after a pause rather than at once.
+			if !s.wait(ctx, s.cfg.watchPoll, nil) {
+				return
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-feed.Ready():
+		}
+	}
+}
+
+// pollHeads is listen for stores without change notifications: it looks at
+// the log heads of the watched lobbies every watch-poll interval.
+func (s *Service) pollHeads(ctx context.Context) {
+	for {
+		if err := s.hub.lost(ctx); err != nil && ctx.Err() == nil {
+			s.log.Warn("lobby watch poll failed", "err", err)
+		}
+		if !s.wait(ctx, s.cfg.watchPoll, nil) {
+			return
+		}
+	}
 }
 
 func poke(ch chan struct{}) {
@@ -181,9 +234,12 @@ func (s *Service) Sweep(ctx context.Context) (int, error) {
 func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err error) {
 	now = s.clock.Now()
 	s.lobbies.trim(now)
+	var errs []error
+	if err := s.trimLog(ctx, now); err != nil {
+		errs = append(errs, err)
+	}
 	claimer, claims := s.st.(store.Claimer)
 	seen := map[string]bool{} // one transition per lobby and pass applies all it has due
-	var errs []error
 	for {
 		// Due is a read; with a Claimer, look before claiming (a write in
 		// shared stores), since most wake-ups find nothing due.
@@ -222,7 +278,7 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 func (s *Service) relayLoop(ctx context.Context) {
 	failures := 0
 	for {
-		n, err := s.relay(ctx)
+		_, more, err := s.relay(ctx)
 		if ctx.Err() != nil {
 			return
 		}
@@ -234,8 +290,8 @@ func (s *Service) relayLoop(ctx context.Context) {
 			if !s.wait(ctx, d, nil) {
 				return
 			}
-		case n == s.cfg.relayBatch:
-			failures = 0 // more may be waiting
+		case more:
+			failures = 0
 		default:
 			failures = 0
 			if !s.wait(ctx, s.cfg.resync, s.relayPoke) {
@@ -245,38 +301,115 @@ func (s *Service) relayLoop(ctx context.Context) {
 	}
 }
 
-// Relay publishes one batch of pending outbox events and acknowledges it,
-// returning how many events it acknowledged. Run calls it; call it yourself
-// to drive delivery from your own loop. An event whose bytes do not decode
-// is logged and acknowledged, so that it cannot block the outbox.
+// Relay publishes one batch of the effects log to the Publisher: it claims
+// up to the relay batch of lobbies with unpublished entries for this
+// process (see WithRelayName), publishes each lobby's events in revision
+// order, and commits the consumer's cursor once Publish returns nil. It
+// returns how many events it published. Run calls it; call it yourself to
+// drive delivery from your own loop. An entry whose bytes do not decode,
+// or a stretch of the log compacted before it was published, is logged and
+// passed over, so that it cannot block the lobby.
 func (s *Service) Relay(ctx context.Context) (int, error) {
-	return s.relay(ctx)
+	n, _, err := s.relay(ctx)
+	return n, err
 }
 
-func (s *Service) relay(ctx context.Context) (int, error) {
-	pending, err := s.st.Pending(ctx, s.cfg.relayBatch)
-	if err != nil || len(pending) == 0 {
-		if err != nil {
-			err = fmt.Errorf("lobby: outbox: %w", err)
-		}
-		return 0, err
+// relay is Relay; more reports that more work may be waiting.
+func (s *Service) relay(ctx context.Context) (published int, more bool, err error) {
+	if s.cfg.publisher == nil {
+		return 0, false, nil
 	}
-	events := make([]Event, 0, len(pending))
-	for _, p := range pending {
-		ev, err := DecodeEvent(p.Data)
+	if err := s.ensureConsumer(ctx); err != nil {
+		return 0, false, err
+	}
+	cursors, err := s.st.ClaimLog(ctx, s.cfg.relayName, s.clock.Now(), s.cfg.relayBatch, s.cfg.claimHold)
+	if err != nil {
+		return 0, false, fmt.Errorf("lobby: claim effects: %w", err)
+	}
+	for i, c := range cursors {
+		n, err := s.relayLobby(ctx, c)
+		published += n
 		if err != nil {
-			s.log.Error("lobby outbox entry dropped", "lobby", p.Lobby, "seq", p.Seq, "err", err)
+			// Release the claims not worked on, so that another
+			// process (or the retry) can take them at once.
+			for _, r := range cursors[i:] {
+				_ = s.st.CommitLog(ctx, s.cfg.relayName, r.Lobby, r.After)
+			}
+			return published, false, err
+		}
+	}
+	return published, len(cursors) == s.cfg.relayBatch, nil
+}
+
+// relayLobby publishes one lobby's unpublished events and commits them. A
+// lobby with more than a batch of entries is committed part way and comes
+// back from the next ClaimLog.
+func (s *Service) relayLobby(ctx context.Context, c store.Cursor) (int, error) {
+	entries, err := s.st.ReadLog(ctx, c.Lobby, c.After, s.cfg.relayBatch)
+	var ce *store.CompactedError
+	if errors.As(err, &ce) {
+		s.log.Error("lobby effects compacted before they were published", "lobby", c.Lobby, "cursor", c.After, "trimmed", ce.Trimmed)
+		return 0, s.commitRelay(ctx, c.Lobby, ce.Trimmed)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("lobby %q: read effects: %w", c.Lobby, err)
+	}
+	if len(entries) == 0 {
+		return 0, s.commitRelay(ctx, c.Lobby, c.After)
+	}
+	var events []Event
+	for _, e := range entries {
+		fx, err := DecodeEffects(e.Data)
+		if err != nil {
+			s.log.Error("lobby effects entry dropped", "lobby", c.Lobby, "version", e.Version, "err", err)
 			continue
 		}
-		events = append(events, ev)
+		events = append(events, fx.Events...)
 	}
 	if len(events) > 0 {
 		if err := s.cfg.publisher.Publish(ctx, events); err != nil {
 			return 0, fmt.Errorf("lobby: publish: %w", err)
 		}
 	}
-	if err := s.st.Ack(ctx, pending); err != nil {
-		return 0, fmt.Errorf("lobby: outbox ack: %w", err)
+	return len(events), s.commitRelay(ctx, c.Lobby, entries[len(entries)-1].Version)
+}
+
+func (s *Service) commitRelay(ctx context.Context, id string, after uint64) error {
+	if err := s.st.CommitLog(ctx, s.cfg.relayName, id, after); err != nil {
+		return fmt.Errorf("lobby %q: commit relay cursor: %w", id, err)
 	}
-	return len(pending), nil
+	return nil
+}
+
+// ensureConsumer registers the relay's consumer before the first write of
+// a Service with a Publisher, so that no event committed by it is missed.
+func (s *Service) ensureConsumer(ctx context.Context) error {
+	if s.cfg.publisher == nil || s.registered.Load() {
+		return nil
+	}
+	if err := s.st.RegisterConsumer(ctx, s.cfg.relayName); err != nil {
+		return fmt.Errorf("lobby: register relay %q: %w", s.cfg.relayName, err)
+	}
+	s.registered.Store(true)
+	return nil
+}
+
+// trimLog removes effects older than the store's retention, at most once a
+// minute, in batches.
+func (s *Service) trimLog(ctx context.Context, now time.Time) error {
+	last := s.lastTrimNs.Load()
+	if last != 0 && now.UnixNano()-last < int64(time.Minute) && now.UnixNano() >= last {
+		return nil
+	}
+	const batch = 1024
+	for {
+		n, err := s.st.TrimLog(ctx, now, batch)
+		if err != nil {
+			return fmt.Errorf("lobby: trim effects log: %w", err)
+		}
+		if n < batch {
+			s.lastTrimNs.Store(now.UnixNano())
+			return nil
+		}
+	}
 }

@@ -335,18 +335,23 @@ func (st simClaimStore) Claim(ctx context.Context, now time.Time, limit int, hol
 	return due, err
 }
 
-func (st *simStore) Pending(ctx context.Context, limit int) ([]store.Event, error) {
+// read runs a read-only store call with the simulation's faults: one that
+// fails before or after it touched the store changes nothing either way.
+func simRead[T any](st *simStore, ctx context.Context, call func() (T, error)) (T, error) {
+	var zero T
 	f, err := st.enter(ctx)
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
 	if f != 0 {
-		return nil, faultErr(f)
+		return zero, faultErr(f)
 	}
-	return st.inner.Pending(ctx, limit)
+	return call()
 }
 
-func (st *simStore) Ack(ctx context.Context, events []store.Event) error {
+// change runs a store call that writes, with the simulation's faults: 2
+// (ambiguous) makes the call and then reports a failure.
+func simChange(st *simStore, ctx context.Context, call func() error) error {
 	f, err := st.enter(ctx)
 	if err != nil {
 		return err
@@ -354,11 +359,42 @@ func (st *simStore) Ack(ctx context.Context, events []store.Event) error {
 	if f == 1 || f == 3 {
 		return faultErr(f)
 	}
-	err = st.inner.Ack(ctx, events)
+	err = call()
 	if f == 2 {
 		return errInjected
 	}
 	return err
+}
+
+func (st *simStore) ReadLog(ctx context.Context, id string, after uint64, limit int) ([]store.Entry, error) {
+	return simRead(st, ctx, func() ([]store.Entry, error) { return st.inner.ReadLog(ctx, id, after, limit) })
+}
+
+func (st *simStore) LogHeads(ctx context.Context, ids []string) ([]uint64, error) {
+	return simRead(st, ctx, func() ([]uint64, error) { return st.inner.LogHeads(ctx, ids) })
+}
+
+func (st *simStore) TrimLog(ctx context.Context, now time.Time, limit int) (int, error) {
+	var n int
+	err := simChange(st, ctx, func() (err error) { n, err = st.inner.TrimLog(ctx, now, limit); return err })
+	return n, err
+}
+
+func (st *simStore) ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]store.Cursor, error) {
+	var cs []store.Cursor
+	err := simChange(st, ctx, func() (err error) { cs, err = st.inner.ClaimLog(ctx, name, now, limit, hold); return err })
+	if err != nil {
+		return nil, err
+	}
+	return cs, nil
+}
+
+func (st *simStore) RegisterConsumer(ctx context.Context, name string) error {
+	return simChange(st, ctx, func() error { return st.inner.RegisterConsumer(ctx, name) })
+}
+
+func (st *simStore) CommitLog(ctx context.Context, name, id string, after uint64) error {
+	return simChange(st, ctx, func() error { return st.inner.CommitLog(ctx, name, id, after) })
 }
 
 // --- Services, clocks, observers ---

@@ -200,19 +200,30 @@ func (g *gateStore) Write(ctx context.Context, w store.Write) error {
 	return g.Store.Write(ctx, w)
 }
 
-func pendingEvents(t *testing.T, st store.Store) []lobby.Event {
+// pendingEvents returns the events in the effects logs of the lobbies ids,
+// lobby by lobby, each in log order.
+func pendingEvents(t *testing.T, st store.Store, ids ...string) []lobby.Event {
 	t.Helper()
-	raw, err := st.Pending(context.Background(), 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []lobby.Event
-	for _, r := range raw {
-		e, err := lobby.DecodeEvent(r.Data)
-		if err != nil {
-			t.Fatal(err)
+	for _, id := range ids {
+		var after uint64
+		for {
+			entries, err := st.ReadLog(context.Background(), id, after, 100)
+			if err != nil {
+				t.Fatalf("ReadLog(%q, %d): %v", id, after, err)
+			}
+			if len(entries) == 0 {
+				break
+			}
+			for _, e := range entries {
+				fx, err := lobby.DecodeEffects(e.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, fx.Events...)
+				after = e.Version
+			}
 		}
-		out = append(out, e)
 	}
 	return out
 }
@@ -254,7 +265,7 @@ func TestConcurrentExpiryJobsCommitOnce(t *testing.T) {
 		t.Fatalf("outcomes %v, want exactly one done", got)
 	}
 	var expiries []lobby.Event
-	for _, e := range pendingEvents(t, mem) {
+	for _, e := range pendingEvents(t, mem, "l") {
 		if e.Reason == lobby.ReasonLeaseExpired {
 			expiries = append(expiries, e)
 		}
@@ -360,7 +371,13 @@ func TestPausedSweeperReplaysSameHistory(t *testing.T) {
 	run := func(paused bool) scenario {
 		clock := clockwork.NewFakeClockAt(t0)
 		mem := memstore.New()
-		svc := newService(t, mem, clock)
+		// The Observer sees the commits in the order they were made.
+		var order []string
+		svc := newService(t, mem, clock, lobby.WithObserver(lobby.ObserverFunc(func(_ context.Context, o lobby.Observation) {
+			for _, e := range o.Result.Events {
+				order = append(order, fmt.Sprintf("%s@%d", e.Lobby, e.Revision))
+			}
+		})))
 		gens := map[string]uint64{}
 		for i, id := range []string{"l-3", "l-1", "l-2"} {
 			for _, p := range []string{"p-17", "p-23", "p-41"} {
@@ -388,10 +405,9 @@ func TestPausedSweeperReplaysSameHistory(t *testing.T) {
 		if _, err := svc.Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
-		sc := scenario{history: map[string][]lobby.Event{}}
-		for _, e := range pendingEvents(t, mem) {
+		sc := scenario{history: map[string][]lobby.Event{}, order: order}
+		for _, e := range pendingEvents(t, mem, "l-1", "l-2", "l-3") {
 			sc.history[e.Lobby] = append(sc.history[e.Lobby], e)
-			sc.order = append(sc.order, fmt.Sprintf("%s@%d", e.Lobby, e.Revision))
 		}
 		return sc
 	}
@@ -462,7 +478,7 @@ func TestSnapshotCommitsCatchUpFirst(t *testing.T) {
 		t.Fatalf("snapshot (-want +got):\n%s", diff)
 	}
 	// The revision the snapshot shows is stored, with its event.
-	evs := pendingEvents(t, mem)
+	evs := pendingEvents(t, mem, "l")
 	if last := evs[len(evs)-1]; last.Revision != 4 || last.Reason != lobby.ReasonLeaseExpired {
 		t.Fatalf("last stored event %+v, want the expiry at revision 4", last)
 	}

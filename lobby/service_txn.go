@@ -20,9 +20,10 @@ type txn struct {
 	// refused with ErrNotEmpty (committing nothing); an empty one is
 	// committed and then deleted from the store, keeping its floor.
 	reclaim bool
-	// view, if set, sees the committed state the transaction ended on,
-	// under the lobby's lock. It must not keep the state.
-	view func(*State)
+	// view, if set, sees the committed state the transaction ended on and
+	// its store version, under the lobby's lock. It must not keep the
+	// state.
+	view func(st *State, version uint64)
 }
 
 // outcome is what a transaction leaves for the work done after the lobby's
@@ -151,6 +152,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 				continue
 			}
 			sl.state, sl.version = work, sl.version+1
+			s.hub.local(id, sl.version, &Effects{Events: res.Events, Ended: res.Ended})
 			o.committed = true
 			o.events = append(o.events, res.Events...)
 			o.deadline = work.NextDeadline()
@@ -166,7 +168,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			}
 		}
 		if t.view != nil {
-			t.view(work)
+			t.view(work, sl.version)
 		}
 		o.res = res
 		return o
@@ -260,24 +262,27 @@ func contentionPause(ctx context.Context, attempt int) error {
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// write stores st as the version after expected, with its next deadline and
-// the events of res.
+// write stores st as the version after expected, with its next deadline
+// and, in the lobby's effects log, the events and ended connections of res.
 func (s *Service) write(ctx context.Context, id string, expected uint64, st *State, res Result) error {
-	bp := bufPool.Get().(*[]byte)
-	data := AppendState((*bp)[:0], st)
-	w := store.Write{ID: id, Expected: expected, Data: data, Deadline: st.NextDeadline()}
-	if len(res.Events) > 0 {
-		w.Events = make([]store.Event, len(res.Events))
-		for i := range res.Events {
-			w.Events[i] = store.Event{Lobby: id, Seq: res.Events[i].Revision, Data: AppendEvent(nil, &res.Events[i])}
-		}
+	if err := s.ensureConsumer(ctx); err != nil {
+		return err
 	}
+	bp := bufPool.Get().(*[]byte)
+	buf := AppendState((*bp)[:0], st)
+	n := len(buf)
+	w := store.Write{ID: id, Expected: expected, Deadline: st.NextDeadline(), At: st.Updated}
+	if len(res.Events) > 0 || len(res.Ended) > 0 {
+		buf = AppendEffects(buf, &Effects{Events: res.Events, Ended: res.Ended})
+		w.Effects = buf[n:len(buf):len(buf)]
+	}
+	w.Data = buf[:n:n]
 	err := s.st.Write(ctx, w)
 	// Reuse the buffer only when the store is known to be done with it: a
 	// store that gave up early (a cancelled context, a lost connection) may
 	// still have the write queued in a pipelined client.
 	if err == nil || errors.Is(err, store.ErrConflict) {
-		*bp = data
+		*bp = buf
 		bufPool.Put(bp)
 	}
 	return err

@@ -91,16 +91,16 @@ func StartServices(b *testing.B, stores []store.Store) ([]*lobby.Service, []*lob
 	return svcs, counters
 }
 
-// notifyHook returns s (with its Claimer, if any) with a Notify that closes
+// notifyHook returns s (with its Claimer, if any) with a Subscribe that closes
 // subscribed once it has succeeded.
 func notifyHook(s store.Store, n store.Notifier, subscribed chan struct{}) store.Store {
 	var once sync.Once
-	hooked := notifierFunc(func(ctx context.Context) (<-chan struct{}, error) {
-		ch, err := n.Notify(ctx)
+	hooked := notifierFunc(func(ctx context.Context) (*store.Feed, error) {
+		feed, err := n.Subscribe(ctx)
 		if err == nil {
 			once.Do(func() { close(subscribed) })
 		}
-		return ch, err
+		return feed, err
 	})
 	if c, ok := s.(store.Claimer); ok {
 		return &struct {
@@ -115,9 +115,9 @@ func notifyHook(s store.Store, n store.Notifier, subscribed chan struct{}) store
 	}{s, hooked}
 }
 
-type notifierFunc func(ctx context.Context) (<-chan struct{}, error)
+type notifierFunc func(ctx context.Context) (*store.Feed, error)
 
-func (f notifierFunc) Notify(ctx context.Context) (<-chan struct{}, error) { return f(ctx) }
+func (f notifierFunc) Subscribe(ctx context.Context) (*store.Feed, error) { return f(ctx) }
 
 // LobbiesPerClient is how many lobbies each uncontended client cycles
 // through, one player of its own in each.

@@ -63,8 +63,12 @@ func (s *recording) Write(ctx context.Context, w store.Write) error {
 	err := s.Store.Write(ctx, w)
 	if err == nil {
 		rw := recordedWrite{id: w.ID, expected: w.Expected}
-		for _, e := range w.Events {
-			rw.seqs = append(rw.seqs, e.Seq)
+		if w.Effects != nil {
+			// The Service wrote them; they decode.
+			fx, _ := lobby.DecodeEffects(w.Effects)
+			for _, e := range fx.Events {
+				rw.seqs = append(rw.seqs, e.Revision)
+			}
 		}
 		s.r.mu.Lock()
 		if s.r.phase != nil {

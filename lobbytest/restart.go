@@ -77,19 +77,34 @@ func testRestartDurable(t *testing.T, r Restarter) {
 		t.Errorf("probe snapshot after the restart = %+v, %v; want %+v", snap, err, probe.snap)
 	}
 
-	// The outbox came back with the events committed while publishing was
-	// stopped, each once.
-	pending, err := h.st.Pending(h.ctx, 100_000)
-	if err != nil {
-		t.Fatalf("Pending after the restart: %v", err)
-	}
+	// The effects logs came back with the events committed while
+	// publishing was stopped, each once.
 	seen := map[string]bool{}
-	for _, p := range pending {
-		k := p.Lobby + "/" + strconv.FormatUint(p.Seq, 10)
-		if seen[k] {
-			t.Errorf("event %s is in the outbox twice after the restart", k)
+	for _, c := range h.clients {
+		var after uint64
+		for {
+			entries, err := h.st.ReadLog(h.ctx, c.id, after, 1000)
+			if err != nil {
+				t.Fatalf("ReadLog(%q) after the restart: %v", c.id, err)
+			}
+			if len(entries) == 0 {
+				break
+			}
+			for _, e := range entries {
+				after = e.Version
+				fx, err := lobby.DecodeEffects(e.Data)
+				if err != nil {
+					t.Fatalf("lobby %q: log entry %d after the restart: %v", c.id, e.Version, err)
+				}
+				for _, ev := range fx.Events {
+					k := ev.Lobby + "/" + strconv.FormatUint(ev.Revision, 10)
+					if seen[k] {
+						t.Errorf("event %s is in the log twice after the restart", k)
+					}
+					seen[k] = true
+				}
+			}
 		}
-		seen[k] = true
 	}
 	unpublished := 0
 	h.mu.Lock()
@@ -106,7 +121,7 @@ func testRestartDurable(t *testing.T, r Restarter) {
 				}
 				unpublished++
 				if !seen[ev.Lobby+"/"+strconv.FormatUint(ev.Revision, 10)] {
-					t.Errorf("lobby %q: revision %d (%s %s) was committed before the kill, never published, and is not in the outbox after the restart",
+					t.Errorf("lobby %q: revision %d (%s %s) was committed before the kill, never published, and is not in the effects log after the restart",
 						ev.Lobby, ev.Revision, ev.Reason, ev.Subject)
 				}
 			}

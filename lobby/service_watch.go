@@ -1,0 +1,455 @@
+package lobby
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// Update is one step of a watched lobby, in the order the lobby's commits
+// were made, whichever process made them.
+type Update struct {
+	Lobby string
+	// Version is the store version of the commit (the position of its
+	// entry in the lobby's effects log), or of the snapshot.
+	Version uint64
+	// Events are the visible changes the commit made, in revision order.
+	Events []Event
+	// Ended are the connection generations the commit ended: a process
+	// holding one of their sockets closes it (Cause says why).
+	Ended []Ended
+	// Snapshot is set instead of Events and Ended when the watch starts
+	// behind the lobby or loses its place (the log was compacted past it,
+	// or the watcher fell more than its buffer behind): it is the whole
+	// current view, and the updates after it continue from its Version.
+	// Connections ended in the skipped stretch are not listed; a transport
+	// learns of them from their next heartbeat, reported stale.
+	Snapshot *Snapshot
+}
+
+// DefaultWatchBuffer is how many updates a Watcher holds for a reader that
+// does not keep up before it gives up on them and offers a snapshot instead.
+const DefaultWatchBuffer = 1024
+
+// Watcher follows one lobby for its reader: see Service.Watch. Its methods
+// are safe for concurrent use, but updates are meant for one reader.
+type Watcher struct {
+	hub   *watchHub
+	lw    *lobbyWatch
+	ready chan struct{}
+
+	mu     sync.Mutex // guards the fields below
+	queue  []Update
+	resync bool   // the reader must be given a snapshot next
+	skip   uint64 // drop queued updates at or below this version
+	closed bool
+}
+
+// Watch follows lobby id for this process: each commit to the lobby, by
+// this Service or by any process sharing its store, reaches the Watcher as
+// one Update, in version order, without gaps or repeats. Commits of this
+// Service arrive at once, without a store read; commits of other processes
+// arrive through the store's change notifications (store.Notifier), which
+// Run listens to: while Run is not running, only this Service's commits
+// arrive, in order, and the others wait until it runs again.
+//
+// after is the revision the caller already shows. If the lobby is at that
+// revision, the first Update is the next commit; otherwise (a new reader
+// passes 0) the first Update is a Snapshot of the lobby now. Like Snapshot,
+// Watch commits overdue deadlines first.
+//
+// Close the Watcher when done; a Watcher holds memory in this Service
+// until then.
+func (s *Service) Watch(ctx context.Context, id string, after uint64) (*Watcher, error) {
+	lw := s.hub.attach(id)
+	w := &Watcher{hub: s.hub, lw: lw, ready: make(chan struct{}, 1)}
+	var snap Snapshot
+	var version uint64
+	var behind bool
+	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State, v uint64) {
+		snap, version = snapshotOf(st), v
+		// Under the lobby's lock: no commit of this Service can come
+		// between the snapshot and the registration.
+		lw.mu.Lock()
+		if !lw.started {
+			lw.started, lw.cursor = true, v
+		}
+		// A read of the log may already have handed out entries past
+		// v to the other Watchers (reads do not take the lobby's
+		// lock); this one then starts from a fresh snapshot.
+		behind = lw.cursor > v
+		lw.watchers[w] = struct{}{}
+		lw.mu.Unlock()
+	}})
+	if err != nil {
+		s.hub.detach(lw, w)
+		return nil, err
+	}
+	w.skip = version
+	switch {
+	case behind:
+		w.resync = true
+	case snap.Revision != after:
+		w.queue = append(w.queue, Update{Lobby: id, Version: version, Snapshot: &snap})
+	}
+	return w, nil
+}
+
+// Next returns the next Update, waiting for one no longer than ctx allows.
+// After Close it returns ErrWatchClosed.
+func (w *Watcher) Next(ctx context.Context) (Update, error) {
+	for {
+		w.mu.Lock()
+		if w.closed {
+			w.mu.Unlock()
+			return Update{}, ErrWatchClosed
+		}
+		if w.resync {
+			w.resync, w.queue = false, nil
+			w.mu.Unlock()
+			return w.snapshot(ctx)
+		}
+		for len(w.queue) > 0 {
+			u := w.queue[0]
+			w.queue[0] = Update{}
+			w.queue = w.queue[1:]
+			if u.Snapshot == nil && u.Version <= w.skip {
+				continue
+			}
+			if u.Version > w.skip {
+				w.skip = u.Version
+			}
+			w.mu.Unlock()
+			return u, nil
+		}
+		w.mu.Unlock()
+		if w.lw.stale() {
+			if err := w.hub.read(ctx, w.lw); err != nil {
+				return Update{}, err
+			}
+			continue
+		}
+		select {
+		case <-w.ready:
+		case <-ctx.Done():
+			return Update{}, ctx.Err()
+		}
+	}
+}
+
+// Ready returns a channel that receives a value when Next may have
+// something to return without waiting; use it to wait for several
+// Watchers (or other events) in one select, then call Next.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// Close stops the Watcher and releases what it holds. It is idempotent.
+func (w *Watcher) Close() {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed, w.queue = true, nil
+	w.mu.Unlock()
+	w.hub.detach(w.lw, w)
+	poke(w.ready)
+}
+
+// snapshot gives the reader the lobby as it is now and drops queued
+// updates the snapshot already covers.
+func (w *Watcher) snapshot(ctx context.Context) (Update, error) {
+	var snap Snapshot
+	var version uint64
+	_, err := w.hub.s.transact(ctx, w.lw.id, txn{cmd: Tick(), view: func(st *State, v uint64) {
+		snap, version = snapshotOf(st), v
+	}})
+	if err != nil {
+		w.mu.Lock()
+		w.resync = true // try again on the next call
+		w.mu.Unlock()
+		return Update{}, err
+	}
+	w.mu.Lock()
+	if version > w.skip {
+		w.skip = version
+	}
+	w.mu.Unlock()
+	return Update{Lobby: w.lw.id, Version: version, Snapshot: &snap}, nil
+}
+
+// push queues u for the reader, or, past the buffer, drops the queue and
+// asks for a snapshot.
+func (w *Watcher) push(u Update, limit int) {
+	w.mu.Lock()
+	switch {
+	case w.closed, w.resync:
+	case len(w.queue) >= limit:
+		w.queue, w.resync = nil, true
+	default:
+		w.queue = append(w.queue, u)
+	}
+	w.mu.Unlock()
+	poke(w.ready)
+}
+
+func (w *Watcher) lostPlace() {
+	w.mu.Lock()
+	if !w.closed {
+		w.queue, w.resync = nil, true
+	}
+	w.mu.Unlock()
+	poke(w.ready)
+}
+
+// ErrWatchClosed is returned by Watcher.Next after Close.
+var ErrWatchClosed = errors.New("lobby: watcher closed")
+
+// watchHub is a Service's record of the lobbies its Watchers follow. A
+// lobby nobody in this process watches costs nothing here: commits only
+// look it up.
+type watchHub struct {
+	s      *Service
+	buffer int
+
+	mu      sync.RWMutex
+	lobbies map[string]*lobbyWatch
+}
+
+// lobbyWatch is one watched lobby: the position up to which every entry of
+// its log has been handed to its Watchers, and those Watchers.
+type lobbyWatch struct {
+	id   string
+	refs int // Watchers attached or attaching; guarded by watchHub.mu
+
+	readMu sync.Mutex // one log read at a time
+
+	mu       sync.Mutex // guards the fields below
+	started  bool       // cursor is set
+	cursor   uint64     // every entry at or below it was handed out
+	known    uint64     // the highest version known to be committed
+	pending  []Update   // this Service's commits above a gap, in order
+	watchers map[*Watcher]struct{}
+}
+
+func newWatchHub(s *Service, buffer int) *watchHub {
+	return &watchHub{s: s, buffer: buffer, lobbies: make(map[string]*lobbyWatch)}
+}
+
+func (h *watchHub) attach(id string) *lobbyWatch {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lw := h.lobbies[id]
+	if lw == nil {
+		lw = &lobbyWatch{id: id, watchers: make(map[*Watcher]struct{})}
+		h.lobbies[id] = lw
+	}
+	lw.refs++
+	return lw
+}
+
+func (h *watchHub) detach(lw *lobbyWatch, w *Watcher) {
+	lw.mu.Lock()
+	delete(lw.watchers, w)
+	lw.mu.Unlock()
+	h.mu.Lock()
+	lw.refs--
+	if lw.refs == 0 {
+		delete(h.lobbies, lw.id)
+	}
+	h.mu.Unlock()
+}
+
+func (h *watchHub) lookup(id string) *lobbyWatch {
+	h.mu.RLock()
+	lw := h.lobbies[id]
+	h.mu.RUnlock()
+	return lw
+}
+
+// local hands out a commit of this Service, made at version (the record
+// went from version-1 to version), under the lobby's lock, so that the
+// commits of this Service reach it in version order. If every entry up to
+// version-1 has been handed out, the commit goes out at once; otherwise
+// entries of other processes may come between, and it waits for a read.
+func (h *watchHub) local(id string, version uint64, fx *Effects) {
+	lw := h.lookup(id)
+	if lw == nil {
+		return
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if !lw.started || version <= lw.cursor {
+		return
+	}
+	lw.known = max(lw.known, version)
+	u := Update{Lobby: id, Version: version, Events: fx.Events, Ended: fx.Ended}
+	if len(lw.pending) == 0 && version == lw.cursor+1 {
+		lw.cursor = version
+		if !fx.Empty() {
+			lw.deliver(u, h.buffer)
+		}
+		return
+	}
+	lw.pending = append(lw.pending, u)
+	lw.wakeAll()
+}
+
+// remote notes that another process committed version (a change
+// notification); the Watchers' next Next reads the log.
+func (h *watchHub) remote(id string, version uint64) {
+	lw := h.lookup(id)
+	if lw == nil {
+		return
+	}
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	if !lw.started || version <= lw.cursor || version <= lw.known {
+		return
+	}
+	lw.known = version
+	lw.wakeAll()
+}
+
+// watched returns the IDs of the lobbies followed now.
+func (h *watchHub) watched() []string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	ids := make([]string, 0, len(h.lobbies))
+	for id := range h.lobbies {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// lost is called when change notifications may have been missed: one look
+// at the heads of every watched lobby finds those that moved.
+func (h *watchHub) lost(ctx context.Context) error {
+	ids := h.watched()
+	if len(ids) == 0 {
+		return nil
+	}
+	heads, err := h.s.st.LogHeads(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("lobby: log heads: %w", err)
+	}
+	for i, id := range ids {
+		if i < len(heads) {
+			h.remote(id, heads[i])
+		}
+	}
+	return nil
+}
+
+// stale reports whether the log holds entries not yet handed out (known
+// from a notification, or from a commit of this Service above a gap).
+func (lw *lobbyWatch) stale() bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	return lw.started && (lw.known > lw.cursor || len(lw.pending) > 0)
+}
+
+func (lw *lobbyWatch) wakeAll() {
+	for w := range lw.watchers {
+		poke(w.ready)
+	}
+}
+
+// deliver hands u to every Watcher; lw.mu is held.
+func (lw *lobbyWatch) deliver(u Update, limit int) {
+	for w := range lw.watchers {
+		w.push(u, limit)
+	}
+}
+
+// read brings lw up to date from the store's log: every entry after the
+// cursor, in order, then this Service's commits that waited for them. A
+// read that reaches the end of the log also covers every version known to
+// be committed before it started, so the cursor moves past commits that
+// left no entry (heartbeats).
+func (h *watchHub) read(ctx context.Context, lw *lobbyWatch) error {
+	lw.readMu.Lock()
+	defer lw.readMu.Unlock()
+	lw.mu.Lock()
+	after, known := lw.cursor, lw.known
+	for _, p := range lw.pending {
+		known = max(known, p.Version)
+	}
+	lw.mu.Unlock()
+	const batch = 256
+	for {
+		entries, err := h.s.st.ReadLog(ctx, lw.id, after, batch)
+		var ce *store.CompactedError
+		if errors.As(err, &ce) {
+			h.compacted(lw, ce.Trimmed)
+			after = max(after, ce.Trimmed)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("lobby %q: read log: %w", lw.id, err)
+		}
+		lw.mu.Lock()
+		for _, e := range entries {
+			if e.Version <= lw.cursor {
+				continue
+			}
+			fx, err := DecodeEffects(e.Data)
+			if err != nil {
+				// An entry that does not decode cannot be handed
+				// out; the readers get the lobby as it is instead.
+				h.s.log.Error("lobby effects entry undecodable", "lobby", lw.id, "version", e.Version, "err", err)
+				for w := range lw.watchers {
+					w.lostPlace()
+				}
+			} else if !fx.Empty() {
+				lw.deliver(Update{Lobby: lw.id, Version: e.Version, Events: fx.Events, Ended: fx.Ended}, h.buffer)
+			}
+			lw.cursor = e.Version
+		}
+		if len(entries) == batch {
+			after = lw.cursor
+			lw.mu.Unlock()
+			continue
+		}
+		// The end of the log: everything committed before the read
+		// started is handed out.
+		lw.cursor = max(lw.cursor, known)
+		lw.flushPending(h.buffer)
+		lw.mu.Unlock()
+		return nil
+	}
+}
+
+// flushPending hands out the waiting commits of this Service that follow
+// the cursor; lw.mu is held.
+func (lw *lobbyWatch) flushPending(limit int) {
+	i := 0
+	for ; i < len(lw.pending); i++ {
+		u := lw.pending[i]
+		if u.Version <= lw.cursor {
+			continue
+		}
+		if u.Version != lw.cursor+1 {
+			break // still a gap: the next read fills it
+		}
+		lw.cursor = u.Version
+		if len(u.Events) > 0 || len(u.Ended) > 0 {
+			lw.deliver(u, limit)
+		}
+	}
+	lw.pending = append(lw.pending[:0], lw.pending[i:]...)
+}
+
+// compacted: the log no longer holds entries up to trimmed, so every
+// Watcher starts again from a snapshot.
+func (h *watchHub) compacted(lw *lobbyWatch, trimmed uint64) {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	h.s.log.Warn("lobby effects log compacted past a watcher", "lobby", lw.id, "cursor", lw.cursor, "trimmed", trimmed)
+	for w := range lw.watchers {
+		w.lostPlace()
+	}
+	lw.cursor = max(lw.cursor, trimmed)
+}
