@@ -11,12 +11,7 @@ import (
 
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
-	"github.com/lobbyhost/lobbyhost/storetest"
 )
-
-func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) store.Store { return memstore.New() })
-}
 
 var t0 = time.Date(2031, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
