@@ -222,18 +222,16 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 	if c.queue.next == &c.queue {
 		return nil, nil
 	}
-	// Claimed lobbies move to the back; stop at the one that was last
-	// when the walk began, so none is visited twice.
+	// Claimed lobbies move to the back, keeping their order; stop at the
+	// one that was last when the walk began, so none is visited twice.
 	last := c.queue.prev
 	for x := c.queue.next; len(out) < limit; {
 		next := x.next
 		if !x.claimed || !nowKey.before(x.until) {
 			x.claimed, x.until = true, until
 			out = append(out, store.Cursor{Lobby: x.id, After: x.after})
-			if x != last {
-				c.unlink(x)
-				c.pushBack(x)
-			}
+			c.unlink(x)
+			c.pushBack(x)
 		}
 		if x == last {
 			break
