@@ -19,7 +19,9 @@
 // then walk only the due entries that can still make the limit, so a query
 // costs O(shards + k log k) for k results in the common case, never a scan
 // of all lobbies. An idle lobby without log entries costs its data plus
-// roughly 200 bytes; each kept log entry costs its data plus about 64 bytes.
+// roughly 200 bytes; each kept log entry costs its data plus 64 to 128
+// bytes (its slot in a ring buffer that grows by doubling up to the count
+// bound, and shrinks again when TrimLog empties it).
 //
 // # Retention
 //
@@ -55,8 +57,11 @@
 // cursor is behind, in the order their work arrived (a claimed lobby moves
 // to the back), so ClaimLog walks only lobbies with work. A Write with
 // Effects touches each consumer's lock only when the lobby's cursor was
-// caught up. Consumers are never forgotten; a cursor caught up with its
-// lobby is kept with the lobby's log.
+// caught up. A cursor lives with its lobby's log, and one that is behind
+// outlives even a folded tombstone (so the consumer still learns what it
+// missed). Consumers are never forgotten: a name that stops claiming keeps
+// a cursor for every lobby written since, so register only names that keep
+// consuming.
 //
 // Subscribe hands out [store.Feed] values; every Write with Effects adds a
 // Change to each live feed after it unlocks, without waiting for readers.
