@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,4 +177,89 @@ func TestFeedsLeaveNothingBehind(t *testing.T) {
 	if err := s.Write(ctx, store.Write{ID: "a", Effects: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Writers, deleters, trimmers, readers and a consumer running at once
+// leave the log's structures consistent, and no reader ever sees a lobby's
+// versions or kept positions go backward.
+func TestConcurrentLogUse(t *testing.T) {
+	ctx := context.Background()
+	s := New(WithRetention(store.Retention{Entries: 4, Age: time.Second}))
+	if err := s.RegisterConsumer(ctx, "relay"); err != nil {
+		t.Fatal(err)
+	}
+	const workers, steps = 6, 3000
+	ids := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	var clock atomic.Int64 // milliseconds since t0, shared so ages make sense
+	var wg sync.WaitGroup
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 9))
+			lastSeen := map[string]uint64{}
+			for range steps {
+				now := t0.Add(time.Duration(clock.Add(int64(rng.IntN(3)))) * time.Millisecond)
+				id := ids[rng.IntN(len(ids))]
+				switch rng.IntN(6) {
+				case 0, 1:
+					r, err := s.Load(ctx, id)
+					if err != nil && !errors.Is(err, store.ErrNotFound) {
+						t.Error(err)
+						return
+					}
+					err = s.Write(ctx, store.Write{ID: id, Expected: r.Version, At: now, Effects: []byte{byte(g)}})
+					if err != nil && !errors.Is(err, store.ErrConflict) {
+						t.Error(err)
+						return
+					}
+				case 2:
+					if r, err := s.Load(ctx, id); err == nil {
+						_ = s.Delete(ctx, id, r.Version, r.Version+uint64(rng.IntN(2)))
+					}
+				case 3:
+					if _, err := s.TrimLog(ctx, now, 1+rng.IntN(5)); err != nil {
+						t.Error(err)
+						return
+					}
+				case 4:
+					heads, err := s.LogHeads(ctx, []string{id})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if heads[0] != 0 && heads[0] < lastSeen[id] {
+						t.Errorf("%s: head went from %d to %d", id, lastSeen[id], heads[0])
+					}
+					lastSeen[id] = max(lastSeen[id], heads[0])
+				default:
+					got, err := s.ClaimLog(ctx, "relay", now, 2, time.Millisecond)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					for _, c := range got {
+						after := c.After
+						entries, err := s.ReadLog(ctx, c.Lobby, after, 10)
+						var ce *store.CompactedError
+						switch {
+						case errors.As(err, &ce):
+							after = ce.Trimmed
+						case err != nil:
+							t.Error(err)
+							return
+						case len(entries) > 0:
+							after = entries[len(entries)-1].Version
+						}
+						if err := s.CommitLog(ctx, "relay", c.Lobby, after); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	checkLog(t, s)
 }
