@@ -86,7 +86,9 @@ func (a *ageIndex) popBefore(cutoff instant) (x ageItem, next instant, ok, ok2 b
 
 // TrimLog removes up to limit log entries whose Write.At is more than the
 // retention's Age before now, oldest first, and returns how many it
-// removed. A tombstone whose last entry goes is dropped and its floor
+// removed. Within a lobby, entries go in position order: an entry whose
+// At is earlier than that of an entry before it counts as being as old as
+// that one. A tombstone whose last entry goes is dropped and its floor
 // folds into the store-wide floor. Without an Age bound it returns 0. A
 // limit below 1 is store.ErrInvalid.
 //

@@ -195,9 +195,9 @@ var errEmptyName = fmt.Errorf("%w: empty consumer name", store.ErrInvalid)
 // ClaimLog registers name if it is new, then returns up to limit lobbies
 // with entries after name's cursor, each with that cursor, and claims them
 // for name until now+hold; nil if none. Lobbies come in the order their
-// work arrived, a lobby claimed before counting from its claim, and
-// lobbies name claimed at a time still before now's claim end (judged by
-// the now arguments) are skipped. Its cost follows the number of lobbies
+// work arrived, a lobby claimed before counting from its claim; a lobby
+// whose claim under name has not ended at now (claims are judged by the
+// now arguments only) is skipped. Its cost follows the number of lobbies
 // with work for name. An empty name, a limit below 1 or a hold below 1ns is
 // store.ErrInvalid.
 func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]store.Cursor, error) {
