@@ -146,23 +146,113 @@ func BenchmarkDue(b *testing.B) {
 	}
 }
 
-// BenchmarkOutbox: a write with one event, read by Pending and acked.
-func BenchmarkOutbox(b *testing.B) {
+// BenchmarkWriteEffects: writes with a 200-byte log entry round-robin
+// over 1k lobbies whose logs are full (16 entries kept), so every append
+// also trims; one consumer and one feed follow along.
+func BenchmarkWriteEffects(b *testing.B) {
+	ctx := context.Background()
+	s := memstore.New(memstore.WithRetention(store.Retention{Entries: 16, Age: time.Hour}))
+	if err := s.RegisterConsumer(ctx, "relay"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := s.Subscribe(ctx); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, 1000)
+	versions := make([]uint64, len(ids))
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lobby-%06d", i)
+	}
+	data := make([]byte, 200)
+	write := func(i int) {
+		j := i % len(ids)
+		err := s.Write(ctx, store.Write{ID: ids[j], Expected: versions[j], Data: data, At: t0, Effects: data})
+		if err != nil {
+			b.Fatal(err)
+		}
+		versions[j]++
+	}
+	for i := range 16 * len(ids) {
+		write(i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		write(i)
+	}
+}
+
+// BenchmarkReadLog: a reader catching up with the last 10 of a lobby's
+// 1024 kept entries.
+func BenchmarkReadLog(b *testing.B) {
 	ctx := context.Background()
 	s := memstore.New()
+	data := make([]byte, 200)
+	for v := range uint64(memstore.DefaultEntries) {
+		if err := s.Write(ctx, store.Write{ID: "lobby", Expected: v, Data: data, At: t0, Effects: data}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := s.ReadLog(ctx, "lobby", memstore.DefaultEntries-10, 100)
+		if err != nil || len(got) != 10 {
+			b.Fatalf("ReadLog = %d entries, %v; want 10", len(got), err)
+		}
+	}
+}
+
+// BenchmarkConsumer: a write with an entry, claimed, read and committed by
+// a durable consumer, among 10k lobbies without work.
+func BenchmarkConsumer(b *testing.B) {
+	ctx := context.Background()
+	s := memstore.New()
+	fill(b, s, 10000, time.Millisecond)
+	if err := s.RegisterConsumer(ctx, "relay"); err != nil {
+		b.Fatal(err)
+	}
 	data := make([]byte, 200)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		v := uint64(i)
-		ev := store.Event{Lobby: "lobby", Seq: v + 1, Data: data}
-		if err := s.Write(ctx, store.Write{ID: "lobby", Expected: v, Data: data, Events: []store.Event{ev}}); err != nil {
+		if err := s.Write(ctx, store.Write{ID: "lobby", Expected: v, Data: data, At: t0, Effects: data}); err != nil {
 			b.Fatal(err)
 		}
-		p, err := s.Pending(ctx, 10)
-		if err != nil || len(p) != 1 {
-			b.Fatalf("Pending = %d events, %v", len(p), err)
+		c, err := s.ClaimLog(ctx, "relay", t0, 10, time.Minute)
+		if err != nil || len(c) != 1 {
+			b.Fatalf("ClaimLog = %v, %v; want one lobby", c, err)
 		}
-		if err := s.Ack(ctx, p); err != nil {
+		got, err := s.ReadLog(ctx, c[0].Lobby, c[0].After, 10)
+		if err != nil || len(got) != 1 {
+			b.Fatalf("ReadLog = %d entries, %v; want 1", len(got), err)
+		}
+		if err := s.CommitLog(ctx, "relay", c[0].Lobby, got[0].Version); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkTrimLog: appends to 10k lobbies at successive times, with
+// TrimLog removing what went past the age as it goes, so the log holds a
+// steady 10 minutes' worth.
+func BenchmarkTrimLog(b *testing.B) {
+	ctx := context.Background()
+	s := memstore.New(memstore.WithRetention(store.Retention{Age: 10 * time.Minute}))
+	ids := make([]string, 10000)
+	versions := make([]uint64, len(ids))
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lobby-%06d", i)
+	}
+	data := make([]byte, 200)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		j := i % len(ids)
+		at := t0.Add(time.Duration(i) * 100 * time.Millisecond)
+		if err := s.Write(ctx, store.Write{ID: ids[j], Expected: versions[j], Data: data, At: at, Effects: data}); err != nil {
+			b.Fatal(err)
+		}
+		versions[j]++
+		if _, err := s.TrimLog(ctx, at, 100); err != nil {
 			b.Fatal(err)
 		}
 	}

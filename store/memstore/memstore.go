@@ -9,23 +9,70 @@
 // # Cost
 //
 // Lobbies are spread over a fixed number of shards by a hash of their ID.
-// Each shard has its own lock, its own map and its own deadline heap, so
-// writes to different lobbies rarely wait for each other. A Write whose data
-// fits the record's current buffer and that carries no events allocates
-// nothing; Load, Pending and Due allocate the copies they return. Due and
-// Claim lock and peek at every shard and then walk only the due entries that
-// can still make the limit, so a query costs O(shards + k log k) for k
-// results in the common case, never a scan of all lobbies. An idle lobby
-// costs its data plus roughly 200 bytes.
+// Each shard has its own lock, its own map and its own deadline heap, and
+// each lobby's effects log lives next to its record in the shard, so writes
+// to different lobbies rarely wait for each other and a record and its log
+// entry are stored under one lock. A Write whose data fits the record's
+// current buffer and that carries no Effects allocates nothing; a Write
+// with Effects allocates the entry's copy. Load, ReadLog and Due allocate
+// the copies they return. Due and Claim lock and peek at every shard and
+// then walk only the due entries that can still make the limit, so a query
+// costs O(shards + k log k) for k results in the common case, never a scan
+// of all lobbies. An idle lobby without log entries costs its data plus
+// roughly 200 bytes; each kept log entry costs its data plus 64 to 128
+// bytes (its slot in a ring buffer that grows by doubling up to the count
+// bound, and shrinks again when TrimLog empties it).
+//
+// # Retention
+//
+// Without [WithRetention] a Store keeps, per lobby, the newest
+// [DefaultEntries] (1024) log entries, trimming the oldest at the append that
+// would exceed them, and entries no older than [DefaultAge] (10 minutes).
+// Age is enforced only by [Store.TrimLog]: memstore runs no goroutine and
+// reads no clock of its own, so whoever owns the store must call TrimLog
+// now and then (entries whose Write.At is the zero time are as old as can
+// be). TrimLog finds old entries through an index holding one item per
+// lobby with kept entries, ordered by the age of its oldest entry, so its
+// cost follows what it removes, not the number of lobbies.
 //
 // # Floors
 //
 // Delete keeps a small tombstone for the ID (its floor and the deleted
-// record's data, which for a reclaimed lobby is the empty lobby: its counters
-// and last transition time), so versions never repeat and time never runs
-// backward after a lobby is created again. Tombstones are never dropped: a
-// process that churns through unbounded numbers of distinct lobby IDs grows
-// by about 150 bytes plus the last record per deleted ID.
+// record's data, which for a reclaimed lobby is the empty lobby: its
+// counters and last transition time) for as long as the lobby has log
+// entries, so versions never repeat and time never runs backward after a
+// lobby is created again while its log is still readable. When the last
+// entry goes (or at Delete, if there is none), the tombstone is dropped and
+// its floor raises the store-wide floor that Load reports for every ID
+// without a record or tombstone. A process that churns through unbounded
+// numbers of distinct lobby IDs therefore holds per deleted ID only what
+// the retention keeps; the price is that creating a lobby under a fresh ID
+// expects the store-wide floor, which another lobby's fold can raise (the
+// Write then fails with ErrConflict, and a new Load tells the new floor).
+//
+// # Durable consumers and feeds
+//
+// Each registered consumer name keeps a cursor per lobby that received
+// entries since the name was registered, and a queue of the lobbies whose
+// cursor is behind, in the order their work arrived (a claimed lobby moves
+// to the back), so ClaimLog walks only lobbies with work. A Write with
+// Effects touches each consumer's lock only when the lobby's cursor was
+// caught up. A cursor lives with its lobby's log, and one that is behind
+// outlives even a folded tombstone (so the consumer still learns what it
+// missed). Consumers are never forgotten: a name that stops claiming keeps
+// a cursor for every lobby written since, so register only names that keep
+// consuming.
+//
+// Subscribe hands out [store.Feed] values; every Write with Effects adds a
+// Change to each live feed after it unlocks, without waiting for readers.
+// The memstore never loses a change, so its feeds are lost only when they
+// overflow.
+//
+// # Sizes
+//
+// memstore stores IDs, consumer names and writes of any size, including
+// more than store.MaxIDLen and store.MaxWriteBytes; it refuses only empty
+// IDs and names.
 package memstore
 
 import (
@@ -53,18 +100,51 @@ var (
 // the same shard rarely; more shards only make Due visit more heaps.
 const numShards = 64
 
+// The retention of a Store made without WithRetention.
+const (
+	// DefaultEntries is how many log entries per lobby a Store keeps by
+	// default.
+	DefaultEntries = 1024
+	// DefaultAge is how long a Store keeps log entries by default, judged
+	// by TrimLog.
+	DefaultAge = 10 * time.Minute
+)
+
+// Option configures a Store made by New.
+type Option func(*config)
+
+type config struct {
+	retention store.Retention
+}
+
+// WithRetention sets the log retention to r, replacing the defaults
+// (DefaultEntries, DefaultAge) as a whole: a zero or negative field imposes
+// no bound, so WithRetention(store.Retention{}) keeps every entry forever.
+func WithRetention(r store.Retention) Option {
+	return func(c *config) { c.retention = r }
+}
+
 // Store is an in-memory store.Store, also implementing store.Claimer and
 // store.Notifier. The zero value is not usable; call New. A Store is safe for
 // concurrent use by any number of goroutines.
 type Store struct {
-	seed   maphash.Seed
+	seed    maphash.Seed
+	entries int           // log entries kept per lobby; 0 for no bound
+	age     time.Duration // how long entries are kept; 0 for no bound
+
+	// floor is the store-wide floor: the highest floor of a tombstone
+	// folded so far. It only grows, and a fold raises it while holding the
+	// lock of the tombstone's shard, before the tombstone goes.
+	floor atomic.Uint64
+
 	shards [numShards]shard
-	out    outbox
-	notes  notifier
+	aged   ageIndex
+	cons   consumers
+	feeds  feeds
 }
 
 // shard is one partition of the lobbies. mu guards everything in it,
-// including the fields of its entries.
+// including the fields of its entries and of their logs.
 type shard struct {
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -74,16 +154,22 @@ type shard struct {
 	_ [128 - (8+8+24)%128]byte
 }
 
-// entry is one lobby ID: its record, or after Delete its tombstone.
+// entry is one lobby ID: its record, or after Delete its tombstone, and its
+// effects log.
 type entry struct {
 	id       string
 	data     []byte    // the record's data; in a tombstone, the deleted record's
 	deadline time.Time // as written, without monotonic reading; zero if none
 	version  uint64    // the record's version, or a tombstone's floor
-	claim    instant   // claimed until then, valid while claimed
-	heapIdx  int32     // index in shard.due, or -1
-	present  bool      // false for a tombstone
-	claimed  bool
+	// trimmed is the highest log position retention removed, or, for an
+	// entry created over the store-wide floor, that floor (positions up to
+	// it may have belonged to a folded tombstone's log).
+	trimmed uint64
+	log     *lobbyLog // nil until the first Write with Effects
+	claim   instant   // claimed until then, valid while claimed
+	heapIdx int32     // index in shard.due, or -1
+	present bool      // false for a tombstone
+	claimed bool
 }
 
 // instant is a time reduced to what orders it: seconds and nanoseconds since
@@ -101,24 +187,38 @@ func (a instant) before(b instant) bool {
 	return a.sec < b.sec || (a.sec == b.sec && a.nsec < b.nsec)
 }
 
-// New returns an empty Store.
-func New() *Store {
-	s := &Store{seed: maphash.MakeSeed()}
+// time returns the instant as a time.Time in UTC.
+func (a instant) time() time.Time {
+	return time.Unix(a.sec, int64(a.nsec)).UTC()
+}
+
+// New returns an empty Store. Without options it keeps DefaultEntries log
+// entries per lobby for up to DefaultAge (see WithRetention).
+func New(opts ...Option) *Store {
+	c := config{retention: store.Retention{Entries: DefaultEntries, Age: DefaultAge}}
+	for _, o := range opts {
+		o(&c)
+	}
+	s := &Store{seed: maphash.MakeSeed(), entries: max(c.retention.Entries, 0), age: max(c.retention.Age, 0)}
 	for i := range s.shards {
 		s.shards[i].entries = make(map[string]*entry)
 	}
-	s.out.init()
 	return s
 }
 
 func (s *Store) shardOf(id string) *shard {
-	return &s.shards[maphash.String(s.seed, id)%numShards]
+	return &s.shards[s.shardIndex(id)]
+}
+
+func (s *Store) shardIndex(id string) uint8 {
+	return uint8(maphash.String(s.seed, id) % numShards)
 }
 
 // Load returns a copy of the lobby's record. If the lobby has no record it
-// returns store.ErrNotFound with a Record holding the ID, its floor (0 if
-// the ID was never written) and, after Delete, the deleted record's data.
-// An empty ID is store.ErrInvalid.
+// returns store.ErrNotFound with a Record holding the ID, its floor and,
+// while a tombstone lasts, the deleted record's data; without a tombstone
+// the floor is the store-wide one (0 until a tombstone folded). An empty ID
+// is store.ErrInvalid.
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
@@ -133,6 +233,8 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		rec := store.Record{ID: id}
 		if e != nil {
 			rec.Version, rec.Data = e.version, clone(e.data)
+		} else {
+			rec.Version = s.floor.Load()
 		}
 		sh.mu.Unlock()
 		return rec, store.ErrNotFound
@@ -149,20 +251,29 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 
 var errEmptyID = fmt.Errorf("%w: empty lobby ID", store.ErrInvalid)
 
-// Write stores w if the lobby's version (or floor) equals w.Expected. The
-// data and the events' data are copied; the caller keeps ownership of w.
+// Write stores w if the lobby's version (or floor) equals w.Expected, and
+// appends w.Effects, if not nil, to the lobby's log at position
+// w.Expected+1. Data and Effects are copied; the caller keeps ownership of
+// w. An append beyond the retention's entry count trims the lobby's oldest
+// entry.
 //
-// It returns store.ErrInvalid, writing nothing, if w.ID is empty, an event
-// names another lobby, or w.Expected is the largest uint64 (no version
-// follows it); store.ErrConflict, writing nothing, if the version differs.
-// A successful Write releases the lobby's claim and, if it carries events,
-// wakes Notify channels.
+// It returns store.ErrInvalid, writing nothing, if w.ID is empty or
+// w.Expected is the largest uint64 (no version follows it);
+// store.ErrConflict, writing nothing, if the version differs. A successful
+// Write releases the lobby's Claim and, if it appends, adds a Change to
+// every live Feed.
 func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := w.Validate(); err != nil {
 		return err
+	}
+	var effects []byte
+	if w.Effects != nil {
+		// Copy before locking: the copy is the one allocation of an
+		// append, and it need not hold up the shard.
+		effects = clone(w.Effects)
 	}
 
 	sh := s.shardOf(w.ID)
@@ -171,6 +282,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	var current uint64
 	if e != nil {
 		current = e.version
+	} else {
+		current = s.floor.Load()
 	}
 	if current != w.Expected {
 		sh.mu.Unlock()
@@ -179,32 +292,36 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if e == nil {
 		// Clone the ID so a key cut from a larger string does not keep
 		// that string alive.
-		e = &entry{id: strings.Clone(w.ID), heapIdx: -1}
+		e = &entry{id: strings.Clone(w.ID), heapIdx: -1, trimmed: current}
 		sh.entries[e.id] = e
 	}
-	// The outbox append happens under the shard lock: whoever can see the
-	// events can, by locking the shard, only see the record written with them.
-	if len(w.Events) > 0 {
-		s.out.append(w.Events)
+	version := w.Expected + 1
+	if w.Effects != nil {
+		// Under the shard lock: whoever can see the entry can, by locking
+		// the shard, only see the record written with it.
+		s.appendLog(e, version, instantOf(w.At), effects)
 	}
-	e.version = w.Expected + 1
+	e.version = version
 	e.present = true
 	e.data = copyInto(e.data, w.Data)
 	e.claimed = false
 	sh.setDeadline(e, w.Deadline)
+	id := e.id
 	sh.mu.Unlock()
 
-	if len(w.Events) > 0 {
-		s.notes.poke()
+	if w.Effects != nil {
+		s.feeds.add(store.Change{Lobby: id, Version: version})
 	}
 	return nil
 }
 
 // Delete removes the lobby's record and deadline if its version equals
-// expected, keeping max(expected, floor) as the ID's floor and the record's
-// data as its tombstone; pending events stay in the outbox. It returns store.ErrNotFound if there is no record,
-// store.ErrConflict if the version differs (in both cases changing nothing),
-// and store.ErrInvalid for an empty ID.
+// expected, keeping max(expected, floor) as the ID's floor. The log stays:
+// while it has entries, a tombstone keeps the floor and the record's data;
+// without entries the floor folds into the store-wide floor at once. It
+// returns store.ErrNotFound if there is no record, store.ErrConflict if the
+// version differs (in both cases changing nothing), and store.ErrInvalid
+// for an empty ID.
 func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -214,22 +331,39 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 	}
 	sh := s.shardOf(id)
 	sh.mu.Lock()
+	defer sh.mu.Unlock()
 	e := sh.entries[id]
 	if e == nil || !e.present {
-		sh.mu.Unlock()
 		return fmt.Errorf("%w: lobby %q", store.ErrNotFound, id)
 	}
 	if e.version != expected {
-		v := e.version
-		sh.mu.Unlock()
-		return fmt.Errorf("%w: lobby %q is at version %d, not %d", store.ErrConflict, id, v, expected)
+		return fmt.Errorf("%w: lobby %q is at version %d, not %d", store.ErrConflict, id, e.version, expected)
 	}
 	e.present = false
 	e.claimed = false
 	e.version = max(expected, floor)
 	sh.setDeadline(e, time.Time{})
-	sh.mu.Unlock()
+	if e.log == nil || e.log.n == 0 {
+		s.fold(sh, e)
+	}
 	return nil
+}
+
+// fold drops the tombstone e, whose log is empty, after raising the
+// store-wide floor to its floor. Cursors of consumers that had not caught
+// up with the lobby stay with their consumers, so they still learn that
+// entries were trimmed. The caller holds sh.mu.
+func (s *Store) fold(sh *shard, e *entry) {
+	for {
+		g := s.floor.Load()
+		if e.version <= g || s.floor.CompareAndSwap(g, e.version) {
+			break
+		}
+	}
+	if e.log != nil {
+		s.orphanCursors(e)
+	}
+	delete(sh.entries, e.id)
 }
 
 // clone returns a copy of b that shares nothing with it (nil for empty b).
@@ -253,82 +387,4 @@ func copyInto(dst, src []byte) []byte {
 		return append(dst[:0], src...)
 	}
 	return clone(src)
-}
-
-// notifier hands out the channels of Notify. subs is replaced, never
-// modified, so a writer reads it with one atomic load and no lock.
-type notifier struct {
-	mu   sync.Mutex // serialises changes to subs
-	subs atomic.Pointer[[]*subscriber]
-}
-
-type subscriber struct {
-	mu     sync.Mutex // guards closing ch against a concurrent send
-	ch     chan struct{}
-	closed bool
-}
-
-// poke wakes every subscriber without blocking. A subscriber whose channel
-// already holds a value is skipped without locking: the value it holds
-// already stands for this write.
-func (n *notifier) poke() {
-	p := n.subs.Load()
-	if p == nil {
-		return
-	}
-	for _, sub := range *p {
-		if len(sub.ch) > 0 {
-			continue
-		}
-		sub.mu.Lock()
-		if !sub.closed {
-			select {
-			case sub.ch <- struct{}{}:
-			default:
-			}
-		}
-		sub.mu.Unlock()
-	}
-}
-
-// Notify returns a channel that receives a value (coalesced) after every
-// successful Write that appends events to s from now on, and is closed once
-// ctx is done. With a context that is never done, the channel lives as long as s.
-func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	sub := &subscriber{ch: make(chan struct{}, 1)}
-	n := &s.notes
-	n.mu.Lock()
-	var subs []*subscriber
-	if p := n.subs.Load(); p != nil {
-		subs = append(subs, *p...)
-	}
-	subs = append(subs, sub)
-	n.subs.Store(&subs)
-	n.mu.Unlock()
-
-	context.AfterFunc(ctx, func() {
-		n.mu.Lock()
-		old := *n.subs.Load()
-		kept := make([]*subscriber, 0, len(old))
-		for _, o := range old {
-			if o != sub {
-				kept = append(kept, o)
-			}
-		}
-		if len(kept) == 0 {
-			n.subs.Store(nil)
-		} else {
-			n.subs.Store(&kept)
-		}
-		n.mu.Unlock()
-
-		sub.mu.Lock()
-		sub.closed = true
-		close(sub.ch)
-		sub.mu.Unlock()
-	})
-	return sub.ch, nil
 }

@@ -11,20 +11,22 @@ import (
 
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
-	"github.com/lobbyhost/lobbyhost/storetest"
 )
-
-func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) store.Store { return memstore.New() })
-}
 
 var t0 = time.Date(2031, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
 // A heartbeat rewrites a record with data of the same size and a later
-// deadline; once the record exists, that allocates nothing.
+// deadline and no log entry; once the record exists, that allocates
+// nothing, also with a consumer and a feed following the store.
 func TestHeartbeatWriteAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
+	if err := s.RegisterConsumer(ctx, "relay"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Subscribe(ctx); err != nil {
+		t.Fatal(err)
+	}
 	data := make([]byte, 200)
 	var v uint64
 	write := func() {

@@ -1,0 +1,13 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/store/memstore"
+	"github.com/lobbyhost/lobbyhost/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(*testing.T) store.Store { return memstore.New() })
+}
