@@ -94,9 +94,9 @@ func outboxSeqs(t *testing.T, st store.Store, id string) []uint64 {
 
 // loggedEvents returns the events in the effects logs of the lobbies ids,
 // lobby by lobby, each in log order.
-func loggedEvents(t *testing.T, st store.Store, ids ...string) []Event {
+func loggedEvents(t *testing.T, st store.Store, ids ...string) []lobby.Event {
 	t.Helper()
-	var out []Event
+	var out []lobby.Event
 	for _, id := range ids {
 		var after uint64
 		for {
@@ -108,7 +108,7 @@ func loggedEvents(t *testing.T, st store.Store, ids ...string) []Event {
 				break
 			}
 			for _, e := range entries {
-				fx, err := DecodeEffects(e.Data)
+				fx, err := lobby.DecodeEffects(e.Data)
 				if err != nil {
 					t.Fatalf("lobby %q entry %d: %v", id, e.Version, err)
 				}

@@ -158,7 +158,7 @@ func TestRunRefusesSecondRun(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
 	svc := newService(t, memstore.New(), clock)
 	go svc.Run(ctx)
-	if err := clock.BlockUntilContext(ctx, 2); err != nil {
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	if err := svc.Run(ctx); !errors.Is(err, lobby.ErrRunning) {
@@ -370,7 +370,8 @@ func TestPausedSweeperReplaysSameHistory(t *testing.T) {
 	}
 	run := func(paused bool) scenario {
 		clock := clockwork.NewFakeClockAt(t0)
-		mem := memstore.New()
+		// The log keeps everything: the test reads it an hour later.
+		mem := memstore.New(memstore.WithRetention(store.Retention{}))
 		// The Observer sees the commits in the order they were made.
 		var order []string
 		svc := newService(t, mem, clock, lobby.WithObserver(lobby.ObserverFunc(func(_ context.Context, o lobby.Observation) {
@@ -781,17 +782,18 @@ func TestRunDoesNotSpinOnAStuckLobby(t *testing.T) {
 	}
 	svc := newService(t, mem, clock)
 	go svc.Run(ctx)
-	// Both loops asleep on the fake clock's timers; a spinning sweeper
+	// The sweeper asleep on the fake clock's timer (no publisher, no
+	// relay); a spinning sweeper
 	// never sleeps.
 	wait, cancelWait := context.WithTimeout(ctx, hangGuard)
 	defer cancelWait()
-	if err := clock.BlockUntilContext(wait, 2); err != nil {
+	if err := clock.BlockUntilContext(wait, 1); err != nil {
 		t.Fatalf("sweeper never slept with a stuck lobby due: %v", err)
 	}
 	// Past the first backoff, while the stuck lobby is still claimed by
 	// the failed pass, the sweeper must sleep again.
 	clock.Advance(time.Second)
-	if err := clock.BlockUntilContext(wait, 2); err != nil {
+	if err := clock.BlockUntilContext(wait, 1); err != nil {
 		t.Fatalf("sweeper spun instead of sleeping: %v", err)
 	}
 	// The other lobbies are still swept.

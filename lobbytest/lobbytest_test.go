@@ -117,7 +117,7 @@ func (s *memServer) Write(ctx context.Context, w store.Write) error {
 			return err
 		}
 	case "forgets-events":
-		w.Events = nil
+		w.Effects = nil
 	}
 	return m.Write(ctx, w)
 }
@@ -138,20 +138,52 @@ func (s *memServer) Due(ctx context.Context, now time.Time, limit int) ([]store.
 	return m.Due(ctx, now, limit)
 }
 
-func (s *memServer) Pending(ctx context.Context, limit int) ([]store.Event, error) {
-	m, err := s.call("Pending")
+func (s *memServer) ReadLog(ctx context.Context, id string, after uint64, limit int) ([]store.Entry, error) {
+	m, err := s.call("ReadLog")
 	if err != nil {
 		return nil, err
 	}
-	return m.Pending(ctx, limit)
+	return m.ReadLog(ctx, id, after, limit)
 }
 
-func (s *memServer) Ack(ctx context.Context, events []store.Event) error {
-	m, err := s.call("Ack")
+func (s *memServer) LogHeads(ctx context.Context, ids []string) ([]uint64, error) {
+	m, err := s.call("LogHeads")
+	if err != nil {
+		return nil, err
+	}
+	return m.LogHeads(ctx, ids)
+}
+
+func (s *memServer) TrimLog(ctx context.Context, now time.Time, limit int) (int, error) {
+	m, err := s.call("TrimLog")
+	if err != nil {
+		return 0, err
+	}
+	return m.TrimLog(ctx, now, limit)
+}
+
+func (s *memServer) ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]store.Cursor, error) {
+	m, err := s.call("ClaimLog")
+	if err != nil {
+		return nil, err
+	}
+	return m.ClaimLog(ctx, name, now, limit, hold)
+}
+
+func (s *memServer) RegisterConsumer(ctx context.Context, name string) error {
+	m, err := s.call("RegisterConsumer")
 	if err != nil {
 		return err
 	}
-	return m.Ack(ctx, events)
+	return m.RegisterConsumer(ctx, name)
+}
+
+func (s *memServer) CommitLog(ctx context.Context, name, id string, after uint64) error {
+	m, err := s.call("CommitLog")
+	if err != nil {
+		return err
+	}
+	return m.CommitLog(ctx, name, id, after)
 }
 
 // TestRunService: the suite passes on a correct store, all capabilities

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
