@@ -247,3 +247,55 @@ func TestTermAboveRevisionIsCorrupt(t *testing.T) {
 		t.Fatalf("term above revision: %v, want ErrCorrupt", err)
 	}
 }
+
+// TestFormat2StillDecodes: records and events written with the host term
+// but before locks, overrides, blocks and the richer member view (format 2,
+// committed under testdata by that encoder) still decode, with none of the
+// newer data, and go on from where they were.
+func TestFormat2StillDecodes(t *testing.T) {
+	data, err := os.ReadFile("testdata/format2-state.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[3] != formatV2 {
+		t.Fatalf("fixture is format %d, want 2", data[3])
+	}
+	s, err := DecodeState(data)
+	if err != nil {
+		t.Fatalf("format 2 state: %v", err)
+	}
+	if s.ID != "lobby-1" || s.Host != "ünï-cødé" || s.Term != 2 || s.Revision != 6 || len(s.Members) != 4 ||
+		s.Members[0].Attrs["team"] != "red" || s.Members[3].Status() != StatusReconnecting {
+		t.Fatalf("format 2 state decoded as %+v", s)
+	}
+	again, err := DecodeState(EncodeState(s))
+	if err != nil {
+		t.Fatalf("re-encoded: %v", err)
+	}
+	if diff := cmp.Diff(s, again, cmpState); diff != "" {
+		t.Fatalf("format 2 state does not survive re-encoding:\n%s", diff)
+	}
+	m, _ := NewMachine(testPolicy())
+	res, err := m.Apply(s, TransferHost("ünï-cødé", "p-17"), s.Updated.Add(time.Second))
+	if err != nil || len(res.Events) != 1 || res.Events[0].Term != 3 || res.Events[0].Revision != 7 {
+		t.Fatalf("transfer on a format 2 lobby: %+v, %v; want one event at revision 7, term 3", res, err)
+	}
+
+	data, err = os.ReadFile("testdata/format2-event.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[3] != formatV2 {
+		t.Fatalf("fixture is format %d, want 2", data[3])
+	}
+	e, err := DecodeEvent(data)
+	if err != nil {
+		t.Fatalf("format 2 event: %v", err)
+	}
+	if e.Reason != ReasonHostTransferred || e.Host != "ünï-cødé" || e.PrevHost != "p-17" || e.Term != 2 || e.Revision != 4 || len(e.Members) != 3 {
+		t.Fatalf("format 2 event decoded as %+v", e)
+	}
+	if _, err := DecodeEvent(EncodeEvent(&e)); err != nil {
+		t.Fatalf("re-encoded format 2 event: %v", err)
+	}
+}
