@@ -214,7 +214,7 @@ func TestFormat1StillDecodes(t *testing.T) {
 		t.Fatalf("format 1 state decoded as %+v", s)
 	}
 	again, err := DecodeState(EncodeState(s))
-	if err != nil || EncodeState(s)[3] != formatV2 {
+	if err != nil || EncodeState(s)[3] != formatCurrent {
 		t.Fatalf("re-encoded: %v", err)
 	}
 	if diff := cmp.Diff(s, again, cmpState); diff != "" {

@@ -25,9 +25,34 @@ const (
 	ReasonLeft Reason = "left"
 	// ReasonHostTransferred: the host handed the role to the subject.
 	ReasonHostTransferred Reason = "host_transferred"
+	// ReasonKicked: the host or the server removed the subject.
+	ReasonKicked Reason = "kicked"
+	// ReasonUpdated: the subject's attributes changed (by Update, or by a
+	// join of an online member that carried other attributes).
+	ReasonUpdated Reason = "updated"
+	// ReasonLocked and ReasonUnlocked: the lobby started or stopped
+	// refusing new players. The subject is the host that did it, or ""
+	// for the server.
+	ReasonLocked   Reason = "locked"
+	ReasonUnlocked Reason = "unlocked"
+	// ReasonConfigured: the server replaced the lobby's overrides. The
+	// subject is "".
+	ReasonConfigured Reason = "configured"
 )
 
-var reasons = []Reason{"", ReasonJoined, ReasonReconnected, ReasonDisconnected, ReasonTimedOut, ReasonLeaseExpired, ReasonLeft, ReasonHostTransferred}
+// reasons is indexed by the reason's code in the binary encoding: append
+// only, never reorder.
+var reasons = []Reason{"", ReasonJoined, ReasonReconnected, ReasonDisconnected, ReasonTimedOut, ReasonLeaseExpired, ReasonLeft, ReasonHostTransferred,
+	ReasonKicked, ReasonUpdated, ReasonLocked, ReasonUnlocked, ReasonConfigured}
+
+// firstV3Reason is the code of the first reason format 2 cannot hold.
+const firstV3Reason = 8
+
+// subjectOptional reports whether an event of reason r may have no subject
+// (a change the server made on the lobby itself).
+func (r Reason) subjectOptional() bool {
+	return r == ReasonLocked || r == ReasonUnlocked || r == ReasonConfigured
+}
 
 func reasonCode(r Reason) (byte, bool) {
 	for i, x := range reasons {
@@ -43,6 +68,12 @@ type MemberView struct {
 	Player  string
 	JoinSeq uint64
 	Status  Status
+	// Attrs are the member's attributes (nil: none). The map is the
+	// view's own.
+	Attrs map[string]string
+	// ReconnectDeadline is when a reconnecting member will be removed
+	// unless it comes back, so a UI can count down; zero while online.
+	ReconnectDeadline time.Time
 }
 
 // Event announces one visible change. Events of a lobby have consecutive
@@ -59,10 +90,16 @@ type Event struct {
 	// Term is the host term after the change: one more than the event
 	// before it exactly when Host differs from PrevHost (see State.Term).
 	Term uint64
+	// Locked and Overrides are the lobby's lock and overrides after the
+	// change.
+	Locked    bool
+	Overrides Overrides
 	// Members is every member after the change, in join-sequence order.
 	Members []MemberView
 	// Reason is the cause, Subject the player it concerns (for
-	// host_transferred, the new host).
+	// host_transferred, the new host; for kicked, the removed member; for
+	// locked and unlocked, the host that did it; "" for what the server
+	// did to the lobby itself).
 	Reason  Reason
 	Subject string
 	// At is when the change happened: the command's time, or for an expiry

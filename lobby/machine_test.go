@@ -568,10 +568,11 @@ func TestEligibilityRule(t *testing.T) {
 	r.wantHost("x")
 	r.do(Leave("x"))
 	r.wantHost("")
-	// A second tab that changes the attributes fills the empty seat.
+	// A second tab that changes the attributes is an update, and fills the
+	// empty seat.
 	r.do(Join("s", map[string]string{"role": "player"}))
 	r.wantHost("s")
-	if e := r.lastEvent(); e.Reason != ReasonJoined || e.Host != "s" {
+	if e := r.lastEvent(); e.Reason != ReasonUpdated || e.Host != "s" || e.Members[0].Attrs["role"] != "player" {
 		t.Fatalf("event %+v, want the seat filled", e)
 	}
 	// Changing attributes never moves a current host.
@@ -601,6 +602,18 @@ func TestBadInput(t *testing.T) {
 		{"empty attr key", Join("a", map[string]string{"": "x"}), t0, ErrInvalidAttrs},
 		{"unknown op", Command{Op: 99, Player: "a"}, t0, ErrInvalidCommand},
 		{"zero op", Command{Player: "a"}, t0, ErrInvalidCommand},
+		{"update without player", Update("", nil), t0, ErrInvalidID},
+		{"update with bad attrs", Update("a", manyAttrs(MaxAttrs+1)), t0, ErrInvalidAttrs},
+		{"kick without target", Kick("a", "", 0), t0, ErrInvalidID},
+		{"kick by a bad actor", Kick("\xff", "a", 0), t0, ErrInvalidID},
+		{"negative block", Kick("", "a", -time.Second), t0, ErrInvalidCommand},
+		{"block too long", Kick("", "a", MaxBlock+1), t0, ErrInvalidCommand},
+		{"lock by a bad actor", Lock(long, true), t0, ErrInvalidID},
+		{"zero grace", Configure(Overrides{}.WithGrace(0)), t0, ErrInvalidPolicy},
+		{"negative TTL", Configure(Overrides{}.WithHeartbeatTTL(-1)), t0, ErrInvalidPolicy},
+		{"negative member cap", Configure(Overrides{}.WithMaxMembers(-1)), t0, ErrInvalidPolicy},
+		{"negative tab cap", Configure(Overrides{}.WithMaxConnsPerPlayer(-2)), t0, ErrInvalidPolicy},
+		{"unknown override", Configure(Overrides{Set: 1 << 6}), t0, ErrInvalidPolicy},
 		{"zero time", Join("a", nil), time.Time{}, ErrInvalidTime},
 		{"far future", Join("a", nil), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), ErrInvalidTime},
 	}
