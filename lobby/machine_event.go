@@ -63,48 +63,52 @@ func reasonCode(r Reason) (byte, bool) {
 	return 0, false
 }
 
-// MemberView is one member as clients see it.
+// MemberView is one member as clients see it. Its JSON form is described
+// with [Event.MarshalJSON]; the field tags name the same fields for
+// decoding.
 type MemberView struct {
-	Player  string
-	JoinSeq uint64
-	Status  Status
+	Player  string `json:"player"`
+	JoinSeq uint64 `json:"join_seq"`
+	Status  Status `json:"status"`
 	// Attrs are the member's attributes (nil: none). The map is the
 	// view's own.
-	Attrs map[string]string
+	Attrs map[string]string `json:"attrs"`
 	// ReconnectDeadline is when a reconnecting member will be removed
 	// unless it comes back, so a UI can count down; zero while online.
-	ReconnectDeadline time.Time
+	ReconnectDeadline time.Time `json:"reconnect_deadline"`
 }
 
 // Event announces one visible change. Events of a lobby have consecutive
 // revisions; each carries the whole member view, so a client that missed
-// some can still render the newest one.
+// some can still render the newest one. [Event.MarshalJSON] gives its
+// documented JSON form; the field tags name the same fields for decoding.
 type Event struct {
 	// Lobby is the lobby's ID.
-	Lobby string
+	Lobby string `json:"lobby"`
 	// Revision is the lobby revision after the change.
-	Revision uint64
+	Revision uint64 `json:"revision"`
 	// Host is the host after the change, PrevHost before it ("" for none).
 	// They differ exactly when the change moved the host.
-	Host, PrevHost string
+	Host     string `json:"host"`
+	PrevHost string `json:"previous_host"`
 	// Term is the host term after the change: one more than the event
 	// before it exactly when Host differs from PrevHost (see State.Term).
-	Term uint64
+	Term uint64 `json:"term"`
 	// Locked and Overrides are the lobby's lock and overrides after the
 	// change.
-	Locked    bool
-	Overrides Overrides
+	Locked    bool      `json:"locked"`
+	Overrides Overrides `json:"overrides"`
 	// Members is every member after the change, in join-sequence order.
-	Members []MemberView
+	Members []MemberView `json:"members"`
 	// Reason is the cause, Subject the player it concerns (for
 	// host_transferred, the new host; for kicked, the removed member; for
 	// locked and unlocked, the host that did it; "" for what the server
 	// did to the lobby itself).
-	Reason  Reason
-	Subject string
+	Reason  Reason `json:"reason"`
+	Subject string `json:"subject"`
 	// At is when the change happened: the command's time, or for an expiry
 	// its deadline.
-	At time.Time
+	At time.Time `json:"at"`
 }
 
 // Outcome is what a command did.
