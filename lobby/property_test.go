@@ -42,7 +42,7 @@ type schedStep struct {
 	Overrides int // index into overrideChoices
 }
 
-var blocks = []time.Duration{0, 0, 3 * time.Second, 20 * time.Second}
+var blocks = []time.Duration{0, 3 * time.Second, 20 * time.Second, time.Minute}
 
 var overrideChoices = []Overrides{
 	{},
@@ -75,7 +75,7 @@ func drawPolicy(t *rapid.T) Policy {
 
 func drawSchedule(t *rapid.T) []schedStep {
 	ops := []Op{OpJoin, OpJoin, OpJoin, OpHeartbeat, OpHeartbeat, OpDisconnect, OpDisconnect, OpExpireLease, OpLeave, OpTransferHost, OpTick,
-		OpUpdate, OpKick, OpKick, OpLock, OpConfigure}
+		OpUpdate, OpKick, OpKick, OpLock, OpLock, OpConfigure}
 	return rapid.SliceOfN(rapid.Custom(func(t *rapid.T) schedStep {
 		return schedStep{
 			Op:        rapid.SampledFrom(ops).Draw(t, "op"),
@@ -87,7 +87,7 @@ func drawSchedule(t *rapid.T) []schedStep {
 			Skew:      rapid.IntRange(0, 15).Draw(t, "skew") == 0,
 			Actor:     rapid.IntRange(0, 2).Draw(t, "actor"),
 			Block:     rapid.IntRange(0, len(blocks)-1).Draw(t, "block"),
-			Locked:    rapid.Bool().Draw(t, "locked"),
+			Locked:    rapid.IntRange(0, 1).Draw(t, "locked") == 1,
 			Overrides: rapid.IntRange(0, len(overrideChoices)-1).Draw(t, "overrides"),
 		}
 	}), 1, 60).Draw(t, "schedule")
