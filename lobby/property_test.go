@@ -151,8 +151,14 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 	case 0:
 		actor = ""
 	case 1:
-		if r.s.Host != "" {
-			actor = r.s.Host
+		// The host the command will be judged against: the lobby caught
+		// up to its time, whether or not a sweeper has stored that yet.
+		view := r.s.Clone()
+		if _, err := r.m.Apply(view, Tick(), now); err != nil {
+			panic(err)
+		}
+		if view.Host != "" {
+			actor = view.Host
 		}
 	}
 	var cmd Command
