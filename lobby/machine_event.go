@@ -118,7 +118,8 @@ const (
 	// OutcomeApplied: the command took effect (visibly or not).
 	OutcomeApplied Outcome = iota + 1
 	// OutcomeNoop: nothing to do (leaving a lobby one is not in,
-	// transferring the host to oneself, a tick with nothing due).
+	// transferring the host to oneself, a tick with nothing due, an Update,
+	// Lock or Configure that asks for what is already stored).
 	OutcomeNoop
 	// OutcomeStale: the command names a generation or deadline that is
 	// not (or no longer) live. Nothing changed beyond catching up; a
