@@ -312,6 +312,9 @@ func DecodeEvent(data []byte) (Event, error) {
 			if (v.Status == StatusReconnecting) == v.ReconnectDeadline.IsZero() {
 				d.fail("a reconnect deadline exactly for reconnecting members")
 			}
+			if validateAttrs(v.Attrs) != nil {
+				d.fail("member attributes")
+			}
 		}
 		if v.Status != StatusOnline && v.Status != StatusReconnecting {
 			d.fail("unknown status")

@@ -214,6 +214,8 @@ func TestDecodeRejectsCorruption(t *testing.T) {
 		"bad overrides":          func(e *Event) { e.Overrides = Overrides{}.WithHeartbeatTTL(-time.Second) },
 		"online with a deadline": func(e *Event) { e.Members[0].Status, e.Members[0].ReconnectDeadline = StatusOnline, e.At },
 		"reconnecting without":   func(e *Event) { e.Members[0].Status, e.Members[0].ReconnectDeadline = StatusReconnecting, time.Time{} },
+		"empty attribute key":    func(e *Event) { e.Members[0].Attrs = map[string]string{"": "x"} },
+		"too many attributes":    func(e *Event) { e.Members[0].Attrs = manyAttrs(MaxAttrs + 1) },
 	}
 	for name, f := range badEvents {
 		e := events[2]
