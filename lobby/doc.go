@@ -26,10 +26,26 @@
 // the succession order (by default the lowest join sequence) becomes host in
 // the same transition. Nobody eligible means no host, never a stale one.
 //
-// Every change a client can see (the host, or a member joining, going
-// reconnecting, coming back online, or leaving) increments the lobby's
+// Every change a client can see (the host, a member joining, going
+// reconnecting, coming back online, leaving or being kicked, a member's
+// attributes, the lock, the lobby's overrides) increments the lobby's
 // revision by exactly one and produces one [Event]. Heartbeats, extra tabs
-// and stale reports change no revision.
+// and stale reports change no revision. Events have a binary encoding for
+// stores (EncodeEvent) and a documented JSON form for clients
+// ([Event.MarshalJSON]).
+//
+// # Commands of the host and of the server
+//
+// Besides the evidence a transport reports (Join, Heartbeat, Disconnect) and
+// what players ask for (Leave), a lobby takes commands that only its host or
+// the server may give. [Kick] removes a member at once and may keep it out
+// for a while (ErrBlocked). [Lock] makes the lobby refuse new players
+// (ErrLocked) while members coming back and further tabs still get in.
+// [TransferHost] hands the role on. The server alone may [Update] a member's
+// attributes and [Configure] the lobby: its own grace, heartbeat TTL, member
+// cap and tab cap, stored with it and winning over the Service's policy. A
+// command the rules refuse commits nothing; [IsRefusal] tells refusals from
+// bad input.
 //
 // # Time
 //

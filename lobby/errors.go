@@ -21,7 +21,8 @@ var (
 	// store, clock, publisher, logger or observer, a short pseudonym key, a
 	// non-positive interval or bound).
 	ErrInvalidOption = errors.New("lobby: invalid option")
-	// ErrInvalidCommand: the command is malformed (an unknown operation).
+	// ErrInvalidCommand: the command is malformed (an unknown operation, a
+	// negative block).
 	ErrInvalidCommand = errors.New("lobby: invalid command")
 	// ErrInvalidTime: the transition time is outside the years 1700–2200,
 	// which stored deadlines cannot represent.
@@ -29,10 +30,17 @@ var (
 	// ErrLobbyFull: a new player cannot join because the lobby has
 	// MaxMembers members (reconnecting members count).
 	ErrLobbyFull = errors.New("lobby: lobby is full")
+	// ErrBlocked: a player that was kicked with a block tries to join
+	// before the block ends.
+	ErrBlocked = errors.New("lobby: player is blocked from this lobby")
+	// ErrLocked: a new player cannot join because the lobby is locked
+	// (members coming back and further tabs are still admitted).
+	ErrLocked = errors.New("lobby: lobby is locked")
 	// ErrNotHost: a host-only command came from a member who is not the
 	// current host.
 	ErrNotHost = errors.New("lobby: actor is not the host")
-	// ErrNotMember: the command names a player who is not a member.
+	// ErrNotMember: the command names a player who is not a member (the
+	// new host of TransferHost, the target of Kick, the player of Update).
 	ErrNotMember = errors.New("lobby: player is not a member")
 	// ErrNotEligible: the named member may not host now (reconnecting, or
 	// refused by the eligibility rule).
@@ -46,11 +54,12 @@ var (
 // refusals are the errors by which a rule refuses a command on the lobby's
 // current state, as opposed to bad input or a failure. A refused command
 // commits nothing.
-var refusals = [...]error{ErrLobbyFull, ErrNotHost, ErrNotMember, ErrNotEligible, ErrNotEmpty}
+var refusals = [...]error{ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost, ErrNotMember, ErrNotEligible, ErrNotEmpty}
 
 // IsRefusal reports whether err is a rule's refusal of a command on the
-// lobby's current state (ErrLobbyFull, ErrNotHost, ErrNotMember,
-// ErrNotEligible, ErrNotEmpty) rather than bad input or a failure.
+// lobby's current state (ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost,
+// ErrNotMember, ErrNotEligible, ErrNotEmpty) rather than bad input or a
+// failure.
 func IsRefusal(err error) bool {
 	for _, target := range refusals {
 		if errors.Is(err, target) {
@@ -61,8 +70,8 @@ func IsRefusal(err error) bool {
 }
 
 // A RefusalError is a rule's refusal of a command on the lobby's current
-// state. It wraps the rule's sentinel (errors.Is works with ErrLobbyFull,
-// ErrNotHost, ErrNotMember, ErrNotEligible and ErrNotEmpty). Its message
+// state. It wraps the rule's sentinel (errors.Is works with each of
+// [IsRefusal]'s). Its message
 // names the lobby and the rule but never a player: player IDs are personal
 // data and error strings end up in logs. Code that needs the players reads
 // the fields (errors.As).
@@ -71,9 +80,10 @@ type RefusalError struct {
 	Err error
 	// Lobby is the lobby's ID.
 	Lobby string
-	// Player is the command's subject or actor (the joining player, the
-	// actor of TransferHost); Target is the player a command names (the new
-	// host of TransferHost). Either may be empty.
+	// Player is the command's subject or actor (the joining or updated
+	// player, the actor of TransferHost, Kick or Lock); Target is the player
+	// a command names (the new host of TransferHost, the target of Kick).
+	// Either may be empty.
 	Player, Target string
 	// Detail is a fact without player IDs ("3 members").
 	Detail string

@@ -2,6 +2,8 @@ package lobby_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +11,7 @@ import (
 
 	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
+	"github.com/lobbyhost/lobbyhost/succession"
 )
 
 // The pure machine: time is an argument, so a whole history is replayed
@@ -104,4 +107,131 @@ func Example_fencing() {
 	// alice starts the match at term 1 → accepted: true
 	// bob starts the next match at term 2 → accepted: true
 	// alice ends the match at term 1 → accepted: false
+}
+
+// Update changes a member's attributes on the server's word, without a
+// connection. With an eligibility rule that reads them, it can fill an
+// empty host seat, but never unseats a host.
+func ExampleUpdate() {
+	p := lobby.DefaultPolicy()
+	p.Succession.Eligible = func(c succession.Candidate) bool { return c.Attrs["role"] != "spectator" }
+	m, _ := lobby.NewMachine(p)
+	s := lobby.NewState("room-1", 0)
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+	m.Apply(s, lobby.Join("ana", map[string]string{"role": "spectator"}), t0)
+	fmt.Printf("host %q\n", s.Host)
+	res, _ := m.Apply(s, lobby.Update("ana", map[string]string{"role": "player"}), t0.Add(time.Second))
+	e := res.Events[0]
+	fmt.Println(e.Reason, e.Subject, "host:", e.Host, "attrs:", e.Members[0].Attrs)
+	// Output:
+	// host ""
+	// updated ana host: ana attrs: map[role:player]
+}
+
+// Kick removes a member at once. The host (also while in its grace) or the
+// server may kick; a block keeps the player out until it ends.
+func ExampleKick() {
+	m, _ := lobby.NewMachine(lobby.DefaultPolicy())
+	s := lobby.NewState("room-1", 0)
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	m.Apply(s, lobby.Join("ana", nil), t0)
+	m.Apply(s, lobby.Join("bo", nil), t0)
+
+	_, err := m.Apply(s, lobby.Kick("bo", "ana", 0), t0.Add(time.Second))
+	fmt.Println("bo kicks ana:", errors.Is(err, lobby.ErrNotHost))
+
+	res, _ := m.Apply(s, lobby.Kick("ana", "bo", time.Minute), t0.Add(time.Second))
+	fmt.Println(res.Events[0].Reason, res.Events[0].Subject, "blocked until", s.BlockedUntil().Sub(t0))
+
+	_, err = m.Apply(s, lobby.Join("bo", nil), t0.Add(time.Minute))
+	fmt.Println("bo at 1m:", errors.Is(err, lobby.ErrBlocked))
+	_, err = m.Apply(s, lobby.Join("bo", nil), t0.Add(time.Minute+time.Second))
+	fmt.Println("bo at 1m1s:", err)
+	// Output:
+	// bo kicks ana: true
+	// kicked bo blocked until 1m1s
+	// bo at 1m: true
+	// bo at 1m1s: <nil>
+}
+
+// A locked lobby refuses new players, never members coming back.
+func ExampleLock() {
+	m, _ := lobby.NewMachine(lobby.DefaultPolicy())
+	s := lobby.NewState("room-1", 0)
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ana, _ := m.Apply(s, lobby.Join("ana", nil), t0)
+
+	res, _ := m.Apply(s, lobby.Lock("ana", true), t0)
+	fmt.Println(res.Events[0].Reason, "by", res.Events[0].Subject)
+	_, err := m.Apply(s, lobby.Join("bo", nil), t0)
+	fmt.Println("bo:", errors.Is(err, lobby.ErrLocked))
+
+	m.Apply(s, lobby.Disconnect("ana", ana.Gen), t0)
+	res, err = m.Apply(s, lobby.Join("ana", nil), t0.Add(time.Second))
+	fmt.Println("ana:", res.Events[0].Reason, err)
+	// Output:
+	// locked by ana
+	// bo: true
+	// ana: reconnected <nil>
+}
+
+// Configure gives one lobby its own values for some settings of the policy;
+// they apply to deadlines set after it.
+func ExampleConfigure() {
+	m, _ := lobby.NewMachine(lobby.DefaultPolicy()) // grace 8 s
+	s := lobby.NewState("room-1", 0)
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+	o := lobby.Overrides{}.WithGrace(30 * time.Second).WithMaxMembers(2)
+	res, _ := m.Apply(s, lobby.Configure(o), t0)
+	fmt.Println(res.Events[0].Reason, "changed:", res.Changed)
+
+	ana, _ := m.Apply(s, lobby.Join("ana", nil), t0)
+	m.Apply(s, lobby.Join("bo", nil), t0)
+	_, err := m.Apply(s, lobby.Join("cy", nil), t0)
+	fmt.Println("cy:", errors.Is(err, lobby.ErrLobbyFull))
+
+	m.Apply(s, lobby.Disconnect("ana", ana.Gen), t0)
+	fmt.Println("ana may come back for", s.View()[0].ReconnectDeadline.Sub(t0))
+	// Output:
+	// configured changed: true
+	// cy: true
+	// ana may come back for 30s
+}
+
+// Events have a documented JSON form for clients.
+func ExampleEvent_MarshalJSON() {
+	m, _ := lobby.NewMachine(lobby.DefaultPolicy())
+	s := lobby.NewState("room-1", 0)
+	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ana, _ := m.Apply(s, lobby.Join("ana", map[string]string{"role": "captain"}), t0)
+	res, _ := m.Apply(s, lobby.Disconnect("ana", ana.Gen), t0.Add(time.Second))
+
+	data, _ := json.MarshalIndent(res.Events[0], "", "  ")
+	fmt.Println(string(data))
+	// Output:
+	// {
+	//   "lobby": "room-1",
+	//   "revision": 2,
+	//   "term": 1,
+	//   "host": "ana",
+	//   "previous_host": "ana",
+	//   "reason": "disconnected",
+	//   "subject": "ana",
+	//   "at": "2026-01-01T12:00:01Z",
+	//   "locked": false,
+	//   "overrides": {},
+	//   "members": [
+	//     {
+	//       "player": "ana",
+	//       "join_seq": 1,
+	//       "status": "reconnecting",
+	//       "attrs": {
+	//         "role": "captain"
+	//       },
+	//       "reconnect_deadline": "2026-01-01T12:00:09Z"
+	//     }
+	//   ]
+	// }
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/lobbyhost/lobbyhost/lease"
 )
 
 // The range of transition times. Deadlines are stored as nanoseconds since
@@ -42,8 +44,8 @@ func (m *Machine) Policy() Policy { return m.p }
 // Steps, in order:
 //
 //  1. The command and now are validated; invalid input returns an error
-//     (ErrInvalidID, ErrInvalidAttrs, ErrInvalidCommand, ErrInvalidTime)
-//     before anything else.
+//     (ErrInvalidID, ErrInvalidAttrs, ErrInvalidCommand, ErrInvalidPolicy
+//     for Configure's overrides, ErrInvalidTime) before anything else.
 //  2. now is raised to s.Updated if it is earlier, so time never runs
 //     backward inside a lobby.
 //  3. Every deadline at or before now is applied in (deadline, join
@@ -54,11 +56,16 @@ func (m *Machine) Policy() Policy { return m.p }
 //     eligible at that moment.
 //  4. The command is judged on the caught-up lobby.
 //
-// If the command is refused (ErrLobbyFull, ErrNotHost, ErrNotMember,
-// ErrNotEligible), s is left exactly as it was: a refused command commits
-// nothing, not even the catch-up. Otherwise s is the new state, and
-// Result.Changed reports whether it differs from the old one (and so must be
-// stored).
+// If the command is refused (ErrBlocked, ErrLocked, ErrLobbyFull,
+// ErrNotHost, ErrNotMember, ErrNotEligible), s is left exactly as it was: a
+// refused command commits nothing, not even the catch-up. Otherwise s is the
+// new state, and Result.Changed reports whether it differs from the old one
+// (and so must be stored). A lobby that was never written (NewState) has
+// Changed set only by a Join, a Configure or a server's Lock that took
+// effect: nothing else creates a lobby's record.
+//
+// The rules run under the machine's policy with the lobby's overrides
+// (State.Overrides) applied.
 //
 // Apply never reads a clock and never retains cmd.Attrs or any slice of the
 // result in s. It is deterministic: the same state, command and time always
@@ -106,12 +113,15 @@ func checkTime(now time.Time) error {
 	return nil
 }
 
+// MaxBlock is the longest block a Kick may impose.
+const MaxBlock = lease.MaxDuration
+
 // checkCommand validates what a command carries, before any state is seen.
 func checkCommand(cmd Command) error {
 	switch cmd.Op {
 	case OpTick:
 		return nil
-	case OpJoin:
+	case OpJoin, OpUpdate:
 		if err := validateAttrs(cmd.Attrs); err != nil {
 			return err
 		}
@@ -119,6 +129,18 @@ func checkCommand(cmd Command) error {
 		if err := ValidateID(cmd.To); err != nil {
 			return fmt.Errorf("new host: %w", err)
 		}
+	case OpKick:
+		if err := ValidateID(cmd.To); err != nil {
+			return fmt.Errorf("kicked player: %w", err)
+		}
+		if cmd.Block < 0 || cmd.Block > MaxBlock {
+			return fmt.Errorf("%w: block %v outside 0 to %v", ErrInvalidCommand, cmd.Block, MaxBlock)
+		}
+		return checkActor(cmd.Player)
+	case OpLock:
+		return checkActor(cmd.Player)
+	case OpConfigure:
+		return cmd.Overrides.Validate()
 	case OpHeartbeat, OpDisconnect, OpExpireLease, OpLeave:
 	default:
 		return fmt.Errorf("%w: unknown operation %d", ErrInvalidCommand, cmd.Op)
@@ -129,9 +151,25 @@ func checkCommand(cmd Command) error {
 	return nil
 }
 
+// checkActor validates the actor of a command the server may also give
+// ("" for the server).
+func checkActor(actor string) error {
+	if actor == "" {
+		return nil
+	}
+	if err := ValidateID(actor); err != nil {
+		return fmt.Errorf("actor: %w", err)
+	}
+	return nil
+}
+
 // refusable reports whether cmd can be refused after the catch-up.
 func (m *Machine) refusable(cmd Command) bool {
-	return cmd.Op == OpTransferHost || (cmd.Op == OpJoin && m.p.MaxMembers > 0)
+	switch cmd.Op {
+	case OpJoin, OpTransferHost, OpKick, OpLock, OpUpdate:
+		return true
+	}
+	return false
 }
 
 // step is the bookkeeping of one Apply call.
@@ -166,6 +204,14 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 		changed = st.leave(cmd, now)
 	case OpTransferHost:
 		changed, err = st.transferHost(cmd, now)
+	case OpUpdate:
+		changed, err = st.update(cmd, now)
+	case OpKick:
+		changed, err = st.kick(cmd, now)
+	case OpLock:
+		changed, err = st.lock(cmd, now)
+	case OpConfigure:
+		changed = st.configure(cmd, now)
 	case OpExpireLease:
 		// The catch-up did all there was to do; the trigger is judged
 		// on the caught-up lobby.
@@ -187,6 +233,17 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 		s.Updated = now
 	case caughtUp:
 		s.Updated = last
+	}
+	if changed || caughtUp {
+		// The record is written: blocks that ended by its time go.
+		for p, end := range s.Blocks {
+			if !end.After(s.Updated) {
+				delete(s.Blocks, p)
+			}
+		}
+		if len(s.Blocks) == 0 {
+			s.Blocks = nil
+		}
 	}
 	r.Changed = changed || caughtUp
 	r.Revision = s.Revision
@@ -233,7 +290,7 @@ func (st *step) catchUp(now time.Time) (last time.Time, any bool) {
 			st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: mem.Conns[ci].Gen, Cause: EndTimedOut, At: d})
 			mem.Conns = slices.Delete(mem.Conns, ci, ci+1)
 			if len(mem.Conns) == 0 {
-				mem.ReconnectBy = st.m.p.ReconnectDeadline(d)
+				mem.ReconnectBy = st.policy().ReconnectDeadline(d)
 				st.emit(ReasonTimedOut, mem.Player, d, s.Host)
 			}
 			continue
@@ -298,6 +355,10 @@ func (st *step) fillHost(t time.Time) {
 	}
 }
 
+// policy is the policy in force in the lobby now: the machine's, with the
+// lobby's overrides applied.
+func (st *step) policy() Policy { return st.s.policy(st.m.p) }
+
 // eligible reports whether mem may host at t.
 func (st *step) eligible(mem *Member, t time.Time) bool {
 	return mem.liveAt(t) && st.m.p.Succession.IsEligible(mem.candidate())
@@ -311,15 +372,17 @@ func (st *step) emit(reason Reason, subject string, at time.Time, prevHost strin
 		s.Term++
 	}
 	st.r.Events = append(st.r.Events, Event{
-		Lobby:    s.ID,
-		Revision: s.Revision,
-		Term:     s.Term,
-		Host:     s.Host,
-		PrevHost: prevHost,
-		Members:  s.View(),
-		Reason:   reason,
-		Subject:  subject,
-		At:       at,
+		Lobby:     s.ID,
+		Revision:  s.Revision,
+		Term:      s.Term,
+		Host:      s.Host,
+		PrevHost:  prevHost,
+		Locked:    s.Locked,
+		Overrides: s.Overrides,
+		Members:   s.View(),
+		Reason:    reason,
+		Subject:   subject,
+		At:        at,
 	})
 }
 
@@ -329,12 +392,28 @@ func (st *step) newGen() uint64 {
 	return g
 }
 
+// ownAttrs returns a copy of attrs for a member to keep; none is nil.
+func ownAttrs(attrs map[string]string) map[string]string {
+	if len(attrs) == 0 {
+		return nil
+	}
+	return maps.Clone(attrs)
+}
+
 func (st *step) join(cmd Command, now time.Time) (bool, error) {
-	s, p := st.s, st.m.p
+	s, p := st.s, st.policy()
 	conn := Conn{Deadline: p.HeartbeatDeadline(now)}
 	prev := s.Host
 	i := s.memberIndex(cmd.Player)
 	if i < 0 {
+		// A new player: refused for a block, then the lock, then a full
+		// lobby.
+		if end, ok := s.Blocks[cmd.Player]; ok && now.Before(end) {
+			return false, &RefusalError{Err: ErrBlocked, Lobby: s.ID, Player: cmd.Player, Detail: "blocked until " + end.Format(time.RFC3339Nano)}
+		}
+		if s.Locked {
+			return false, &RefusalError{Err: ErrLocked, Lobby: s.ID, Player: cmd.Player}
+		}
 		if p.MaxMembers > 0 && len(s.Members) >= p.MaxMembers {
 			return false, &RefusalError{Err: ErrLobbyFull, Lobby: s.ID, Player: cmd.Player, Detail: strconv.Itoa(len(s.Members)) + " members"}
 		}
@@ -342,7 +421,7 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 		s.Members = append(s.Members, Member{
 			Player:  cmd.Player,
 			JoinSeq: s.NextJoinSeq,
-			Attrs:   maps.Clone(cmd.Attrs),
+			Attrs:   ownAttrs(cmd.Attrs),
 			Conns:   []Conn{conn},
 			LastGen: conn.Gen,
 		})
@@ -355,8 +434,9 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 	} else {
 		mem := &s.Members[i]
 		conn.Gen = st.newGen()
-		if cmd.Attrs != nil {
-			mem.Attrs = maps.Clone(cmd.Attrs)
+		attrsChanged := cmd.Attrs != nil && !maps.Equal(cmd.Attrs, mem.Attrs)
+		if attrsChanged {
+			mem.Attrs = ownAttrs(cmd.Attrs)
 		}
 		reconnecting := len(mem.Conns) == 0
 		if reconnecting {
@@ -378,10 +458,11 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 		switch {
 		case reconnecting:
 			st.emit(ReasonReconnected, cmd.Player, now, prev)
-		case s.Host != prev:
-			// A further tab whose new attributes made its member eligible
-			// for the empty seat.
-			st.emit(ReasonJoined, cmd.Player, now, prev)
+		case attrsChanged:
+			// A further tab carrying other attributes: a visible update
+			// (which may also have made its member the host of an empty
+			// seat).
+			st.emit(ReasonUpdated, cmd.Player, now, prev)
 		}
 	}
 	st.r.Outcome = OutcomeApplied
@@ -414,7 +495,7 @@ func (st *step) heartbeat(cmd Command, now time.Time) bool {
 	if old := mem.Conns[i].Deadline; !old.IsZero() {
 		st.r.Slack = old.Sub(now)
 	}
-	d := st.m.p.HeartbeatDeadline(now)
+	d := st.policy().HeartbeatDeadline(now)
 	if mem.Conns[i].Deadline.Equal(d) {
 		return false
 	}
@@ -432,7 +513,7 @@ func (st *step) disconnect(cmd Command, now time.Time) bool {
 	st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: cmd.Gen, Cause: EndClosed, At: now})
 	mem.Conns = slices.Delete(mem.Conns, i, i+1)
 	if len(mem.Conns) == 0 {
-		mem.ReconnectBy = st.m.p.ReconnectDeadline(now)
+		mem.ReconnectBy = st.policy().ReconnectDeadline(now)
 		st.emit(ReasonDisconnected, mem.Player, now, st.s.Host)
 	}
 	return true
@@ -470,4 +551,92 @@ func (st *step) transferHost(cmd Command, now time.Time) (bool, error) {
 	st.r.Outcome = OutcomeApplied
 	st.emit(ReasonHostTransferred, cmd.To, now, prev)
 	return true, nil
+}
+
+func (st *step) update(cmd Command, now time.Time) (bool, error) {
+	s := st.s
+	mem := s.Member(cmd.Player)
+	if mem == nil {
+		return false, &RefusalError{Err: ErrNotMember, Lobby: s.ID, Player: cmd.Player}
+	}
+	if maps.Equal(cmd.Attrs, mem.Attrs) {
+		st.r.Outcome = OutcomeNoop
+		return false, nil
+	}
+	mem.Attrs = ownAttrs(cmd.Attrs)
+	prev := s.Host
+	if s.Host == "" {
+		// New attributes may make the member eligible; they never unseat
+		// a host.
+		st.fillHost(now)
+	}
+	st.r.Outcome = OutcomeApplied
+	st.emit(ReasonUpdated, cmd.Player, now, prev)
+	return true, nil
+}
+
+// hostOrServer checks that actor may give a host-only command: it is the
+// current host (in its grace too), or "" for the server.
+func (st *step) hostOrServer(actor, target string) error {
+	if actor != "" && st.s.Host != actor {
+		return &RefusalError{Err: ErrNotHost, Lobby: st.s.ID, Player: actor, Target: target}
+	}
+	return nil
+}
+
+func (st *step) kick(cmd Command, now time.Time) (bool, error) {
+	s := st.s
+	if err := st.hostOrServer(cmd.Player, cmd.To); err != nil {
+		return false, err
+	}
+	i := s.memberIndex(cmd.To)
+	if i < 0 {
+		return false, &RefusalError{Err: ErrNotMember, Lobby: s.ID, Player: cmd.Player, Target: cmd.To}
+	}
+	st.r.Outcome = OutcomeApplied
+	if cmd.To == cmd.Player {
+		// The host kicking itself leaves: no block.
+		st.remove(i, ReasonLeft, now)
+		return true, nil
+	}
+	if cmd.Block > 0 {
+		if s.Blocks == nil {
+			s.Blocks = map[string]time.Time{}
+		}
+		s.Blocks[cmd.To] = now.Add(cmd.Block)
+	}
+	st.remove(i, ReasonKicked, now)
+	return true, nil
+}
+
+func (st *step) lock(cmd Command, now time.Time) (bool, error) {
+	s := st.s
+	if err := st.hostOrServer(cmd.Player, ""); err != nil {
+		return false, err
+	}
+	if s.Locked == cmd.Locked {
+		st.r.Outcome = OutcomeNoop
+		return false, nil
+	}
+	s.Locked = cmd.Locked
+	reason := ReasonUnlocked
+	if s.Locked {
+		reason = ReasonLocked
+	}
+	st.r.Outcome = OutcomeApplied
+	st.emit(reason, cmd.Player, now, s.Host)
+	return true, nil
+}
+
+func (st *step) configure(cmd Command, now time.Time) bool {
+	s := st.s
+	o := cmd.Overrides.normalized()
+	if o == s.Overrides {
+		st.r.Outcome = OutcomeNoop
+		return false
+	}
+	s.Overrides = o
+	st.r.Outcome = OutcomeApplied
+	st.emit(ReasonConfigured, "", now, s.Host)
+	return true
 }

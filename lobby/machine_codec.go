@@ -3,9 +3,12 @@ package lobby
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 	"unicode/utf8"
+
+	"github.com/lobbyhost/lobbyhost/lease"
 )
 
 // Encoded lobbies and events start with a three-byte magic and a format
@@ -22,18 +25,23 @@ import (
 const (
 	stateMagic = "LHS"
 	eventMagic = "LHE"
-	// formatV1 has no host term; formatV2 adds it after the host. Both
-	// decode; AppendState and AppendEvent write the newest.
-	formatV1    = 1
-	formatV2    = 2
-	maxDecodeID = MaxIDLen
+	// formatV1 has no host term; formatV2 adds it after the host; formatV3
+	// adds the lock, the overrides and the blocks to a lobby, and the lock,
+	// the overrides, each member's attributes and reconnect deadline, and
+	// the newer reasons to an event. All decode (what an older format
+	// lacks is zero); AppendState and AppendEvent write the newest.
+	formatV1      = 1
+	formatV2      = 2
+	formatV3      = 3
+	formatCurrent = formatV3
+	maxDecodeID   = MaxIDLen
 )
 
 // AppendState appends the encoding of s to dst and returns the extended
 // slice.
 func AppendState(dst []byte, s *State) []byte {
 	dst = append(dst, stateMagic...)
-	dst = append(dst, formatV2)
+	dst = append(dst, formatCurrent)
 	dst = appendString(dst, s.ID)
 	dst = binary.AppendUvarint(dst, s.Revision)
 	dst = binary.AppendUvarint(dst, s.NextJoinSeq)
@@ -41,6 +49,15 @@ func AppendState(dst []byte, s *State) []byte {
 	dst = appendTime(dst, s.Updated)
 	dst = appendString(dst, s.Host)
 	dst = binary.AppendUvarint(dst, s.Term)
+	dst = appendBool(dst, s.Locked)
+	dst = appendOverrides(dst, s.Overrides)
+	dst = binary.AppendUvarint(dst, uint64(len(s.Blocks)))
+	if len(s.Blocks) > 0 {
+		for _, p := range slices.Sorted(maps.Keys(s.Blocks)) {
+			dst = appendString(dst, p)
+			dst = appendTime(dst, s.Blocks[p])
+		}
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(s.Members)))
 	for i := range s.Members {
 		m := &s.Members[i]
@@ -48,18 +65,7 @@ func AppendState(dst []byte, s *State) []byte {
 		dst = binary.AppendUvarint(dst, m.JoinSeq)
 		dst = binary.AppendUvarint(dst, m.LastGen)
 		dst = appendTime(dst, m.ReconnectBy)
-		dst = binary.AppendUvarint(dst, uint64(len(m.Attrs)))
-		if len(m.Attrs) > 0 {
-			keys := make([]string, 0, len(m.Attrs))
-			for k := range m.Attrs {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
-				dst = appendString(dst, k)
-				dst = appendString(dst, m.Attrs[k])
-			}
-		}
+		dst = appendAttrs(dst, m.Attrs)
 		dst = binary.AppendUvarint(dst, uint64(len(m.Conns)))
 		for _, c := range m.Conns {
 			dst = binary.AppendUvarint(dst, c.Gen)
@@ -90,6 +96,22 @@ func DecodeState(data []byte) (*State, error) {
 	if format >= formatV2 {
 		s.Term = d.uvarint()
 	}
+	if format >= formatV3 {
+		s.Locked = d.bool()
+		s.Overrides = d.overrides()
+		// A block takes at least 4 bytes (an ID and a time).
+		if nb := d.count(4); nb > 0 {
+			s.Blocks = make(map[string]time.Time, nb)
+			prev := ""
+			for j := 0; j < nb && d.err == nil; j++ {
+				p, end := d.str(maxDecodeID), d.time()
+				if j > 0 && p <= prev {
+					d.fail("blocks out of order")
+				}
+				s.Blocks[p], prev = end, p
+			}
+		}
+	}
 	// Every member takes at least 7 bytes; a count beyond what the input
 	// could hold is corrupt, and capping it avoids a hostile allocation.
 	n := d.count(7)
@@ -102,17 +124,7 @@ func DecodeState(data []byte) (*State, error) {
 		m.JoinSeq = d.uvarint()
 		m.LastGen = d.uvarint()
 		m.ReconnectBy = d.time()
-		if na := d.count(2); na > 0 {
-			m.Attrs = make(map[string]string, na)
-			prev := ""
-			for j := 0; j < na && d.err == nil; j++ {
-				k, v := d.str(MaxAttrLen), d.str(MaxAttrLen)
-				if j > 0 && k <= prev {
-					d.fail("attribute keys out of order")
-				}
-				m.Attrs[k], prev = v, k
-			}
-		}
+		m.Attrs = d.attrs()
 		if nc := d.count(2); nc > 0 {
 			m.Conns = make([]Conn, nc)
 			for j := 0; j < nc && d.err == nil; j++ {
@@ -133,7 +145,8 @@ func DecodeState(data []byte) (*State, error) {
 // strictly increasing join-sequence order with unique players, generations
 // unique, increasing per member and below NextGen, online members without a
 // reconnect deadline and reconnecting members with one, every pending
-// deadline after Updated, and a host who is a member. The error wraps
+// deadline after Updated, a host who is a member, overrides that validate,
+// and blocks of valid non-member IDs that end after Updated. The error wraps
 // ErrCorrupt.
 //
 // It cannot check what depends on the policy (whether an empty host seat
@@ -202,6 +215,23 @@ func (s *State) Validate() error {
 	if s.Term > s.Revision {
 		return bad("host term %d above revision %d", s.Term, s.Revision)
 	}
+	if err := s.Overrides.Validate(); err != nil {
+		return fmt.Errorf("%w: lobby %q: overrides: %w", ErrCorrupt, s.ID, err)
+	}
+	if s.Overrides != s.Overrides.normalized() {
+		return bad("a value for a setting that is not overridden")
+	}
+	for p, end := range s.Blocks {
+		if err := ValidateID(p); err != nil {
+			return fmt.Errorf("%w: lobby %q: block: %w", ErrCorrupt, s.ID, err)
+		}
+		if !end.After(s.Updated) || end.After(maxTime.Add(MaxBlock)) {
+			return bad("a block ending at %v, not after the last transition or out of range", end)
+		}
+		if s.Member(p) != nil {
+			return bad("a member is blocked")
+		}
+	}
 	if !hostFound {
 		return bad("the host is not a member")
 	}
@@ -219,7 +249,7 @@ func (s *State) Validate() error {
 func AppendEvent(dst []byte, e *Event) []byte {
 	code, _ := reasonCode(e.Reason)
 	dst = append(dst, eventMagic...)
-	dst = append(dst, formatV2)
+	dst = append(dst, formatCurrent)
 	dst = appendString(dst, e.Lobby)
 	dst = binary.AppendUvarint(dst, e.Revision)
 	dst = appendString(dst, e.Host)
@@ -228,11 +258,15 @@ func AppendEvent(dst []byte, e *Event) []byte {
 	dst = append(dst, code)
 	dst = appendString(dst, e.Subject)
 	dst = appendTime(dst, e.At)
+	dst = appendBool(dst, e.Locked)
+	dst = appendOverrides(dst, e.Overrides)
 	dst = binary.AppendUvarint(dst, uint64(len(e.Members)))
 	for _, m := range e.Members {
 		dst = appendString(dst, m.Player)
 		dst = binary.AppendUvarint(dst, m.JoinSeq)
 		dst = append(dst, byte(m.Status))
+		dst = appendAttrs(dst, m.Attrs)
+		dst = appendTime(dst, m.ReconnectDeadline)
 	}
 	return dst
 }
@@ -254,13 +288,17 @@ func DecodeEvent(data []byte) (Event, error) {
 		e.Term = d.uvarint()
 	}
 	code := d.byte()
-	if int(code) >= len(reasons) || code == 0 {
+	if int(code) >= len(reasons) || code == 0 || (format < formatV3 && code >= firstV3Reason) {
 		d.fail("unknown reason")
 	} else {
 		e.Reason = reasons[code]
 	}
 	e.Subject = d.str(maxDecodeID)
 	e.At = d.time()
+	if format >= formatV3 {
+		e.Locked = d.bool()
+		e.Overrides = d.overrides()
+	}
 	n := d.count(3)
 	if n > 0 {
 		e.Members = make([]MemberView, n)
@@ -268,6 +306,16 @@ func DecodeEvent(data []byte) (Event, error) {
 	var prev uint64
 	for i := 0; i < n && d.err == nil; i++ {
 		v := MemberView{Player: d.str(maxDecodeID), JoinSeq: d.uvarint(), Status: Status(d.byte())}
+		if format >= formatV3 {
+			v.Attrs = d.attrs()
+			v.ReconnectDeadline = d.time()
+			if (v.Status == StatusReconnecting) == v.ReconnectDeadline.IsZero() {
+				d.fail("a reconnect deadline exactly for reconnecting members")
+			}
+			if validateAttrs(v.Attrs) != nil {
+				d.fail("member attributes")
+			}
+		}
 		if v.Status != StatusOnline && v.Status != StatusReconnecting {
 			d.fail("unknown status")
 		}
@@ -284,14 +332,54 @@ func DecodeEvent(data []byte) (Event, error) {
 		return Event{}, err
 	}
 	switch {
-	case ValidateID(e.Lobby) != nil, ValidateID(e.Subject) != nil:
+	case ValidateID(e.Lobby) != nil, ValidateID(e.Subject) != nil && !(e.Subject == "" && e.Reason.subjectOptional()):
 		return Event{}, fmt.Errorf("%w: event IDs", ErrCorrupt)
+	case e.Overrides.Validate() != nil, e.Overrides != e.Overrides.normalized():
+		return Event{}, fmt.Errorf("%w: event overrides", ErrCorrupt)
 	case e.Revision == 0, e.At.IsZero():
 		return Event{}, fmt.Errorf("%w: event without revision or time", ErrCorrupt)
 	case e.Term > e.Revision:
 		return Event{}, fmt.Errorf("%w: event host term %d above its revision %d", ErrCorrupt, e.Term, e.Revision)
 	}
 	return e, nil
+}
+
+func appendBool(dst []byte, b bool) []byte {
+	if b {
+		return append(dst, 1)
+	}
+	return append(dst, 0)
+}
+
+// appendAttrs appends a count and the pairs in key order.
+func appendAttrs(dst []byte, attrs map[string]string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(attrs)))
+	if len(attrs) > 0 {
+		for _, k := range slices.Sorted(maps.Keys(attrs)) {
+			dst = appendString(dst, k)
+			dst = appendString(dst, attrs[k])
+		}
+	}
+	return dst
+}
+
+// appendOverrides appends the set bits, then the value of each setting set,
+// in bit order: durations as nanoseconds, caps as counts.
+func appendOverrides(dst []byte, o Overrides) []byte {
+	dst = append(dst, byte(o.Set))
+	if o.Has(OverrideGrace) {
+		dst = binary.AppendUvarint(dst, uint64(o.Grace))
+	}
+	if o.Has(OverrideHeartbeatTTL) {
+		dst = binary.AppendUvarint(dst, uint64(o.HeartbeatTTL))
+	}
+	if o.Has(OverrideMaxMembers) {
+		dst = binary.AppendUvarint(dst, uint64(o.MaxMembers))
+	}
+	if o.Has(OverrideMaxConnsPerPlayer) {
+		dst = binary.AppendUvarint(dst, uint64(o.MaxConnsPerPlayer))
+	}
+	return dst
 }
 
 func appendString(dst []byte, s string) []byte {
@@ -327,7 +415,7 @@ func (d *decoder) magic(m string) byte {
 		return 0
 	}
 	v := d.buf[len(m)]
-	if v != formatV1 && v != formatV2 {
+	if v < formatV1 || v > formatV3 {
 		d.err = fmt.Errorf("%w: unknown format %d", ErrCorrupt, v)
 		return 0
 	}
@@ -346,6 +434,74 @@ func (d *decoder) byte() byte {
 	b := d.buf[0]
 	d.buf = d.buf[1:]
 	return b
+}
+
+func (d *decoder) bool() bool {
+	switch d.byte() {
+	case 0:
+		return false
+	case 1:
+		return true
+	}
+	d.fail("bad boolean")
+	return false
+}
+
+// attrs reads what appendAttrs wrote; none is nil.
+func (d *decoder) attrs() map[string]string {
+	na := d.count(2)
+	if na == 0 {
+		return nil
+	}
+	attrs := make(map[string]string, na)
+	prev := ""
+	for j := 0; j < na && d.err == nil; j++ {
+		k, v := d.str(MaxAttrLen), d.str(MaxAttrLen)
+		if j > 0 && k <= prev {
+			d.fail("attribute keys out of order")
+		}
+		attrs[k], prev = v, k
+	}
+	return attrs
+}
+
+// overrides reads what appendOverrides wrote. Values are range-checked by
+// Validate; here they only have to fit their types.
+func (d *decoder) overrides() Overrides {
+	o := Overrides{Set: OverrideField(d.byte())}
+	if o.Set&^overrideAll != 0 {
+		d.fail("unknown overrides")
+		return Overrides{}
+	}
+	dur := func() time.Duration {
+		v := d.uvarint()
+		if v > uint64(lease.MaxDuration) {
+			d.fail("override duration out of range")
+			return 0
+		}
+		return time.Duration(v)
+	}
+	count := func() int {
+		v := d.uvarint()
+		if v > 1<<31-1 {
+			d.fail("override cap out of range")
+			return 0
+		}
+		return int(v)
+	}
+	if o.Has(OverrideGrace) {
+		o.Grace = dur()
+	}
+	if o.Has(OverrideHeartbeatTTL) {
+		o.HeartbeatTTL = dur()
+	}
+	if o.Has(OverrideMaxMembers) {
+		o.MaxMembers = count()
+	}
+	if o.Has(OverrideMaxConnsPerPlayer) {
+		o.MaxConnsPerPlayer = count()
+	}
+	return o
 }
 
 func (d *decoder) uvarint() uint64 {

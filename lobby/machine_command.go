@@ -15,6 +15,10 @@ const (
 	OpLeave
 	OpTransferHost
 	OpTick
+	OpUpdate
+	OpKick
+	OpLock
+	OpConfigure
 )
 
 var opNames = [...]string{
@@ -25,6 +29,10 @@ var opNames = [...]string{
 	OpLeave:        "leave",
 	OpTransferHost: "transfer_host",
 	OpTick:         "tick",
+	OpUpdate:       "update",
+	OpKick:         "kick",
+	OpLock:         "lock",
+	OpConfigure:    "configure",
 }
 
 func (o Op) String() string {
@@ -41,15 +49,24 @@ func (o Op) String() string {
 type Command struct {
 	Op Op
 	// Player is the subject: the joining, heartbeating, disconnecting,
-	// expiring or leaving player, or the actor of TransferHost.
+	// expiring, leaving or updated player, or the actor of TransferHost,
+	// Kick and Lock ("" for the server, which Kick and Lock allow).
 	Player string
 	// Gen is the connection generation a Heartbeat, Disconnect or
 	// ExpireLease is about.
 	Gen uint64
-	// To is the new host named by TransferHost.
+	// To is the new host named by TransferHost, or the member Kick removes.
 	To string
 	// Attrs, for Join: when non-nil, they replace the member's attributes.
+	// For Update they always replace them (nil or empty: none).
 	Attrs map[string]string
+	// Block, for Kick: how long the kicked player may not join again (0:
+	// no block).
+	Block time.Duration
+	// Locked, for Lock: whether the lobby is to refuse new players.
+	Locked bool
+	// Overrides, for Configure: the lobby's whole new set of overrides.
+	Overrides Overrides
 	// ObservedAt, for ExpireLease: when the caller noticed the deadline.
 	// For diagnostics only; it changes nothing.
 	ObservedAt time.Time
@@ -88,6 +105,34 @@ func Leave(player string) Command {
 // TransferHost makes to the host, if actor is the host now.
 func TransferHost(actor, to string) Command {
 	return Command{Op: OpTransferHost, Player: actor, To: to}
+}
+
+// Update replaces the whole attribute set of member player (nil or empty
+// clears it) without touching its presence. It is a server-side command:
+// clients do not choose their own attributes.
+func Update(player string, attrs map[string]string) Command {
+	return Command{Op: OpUpdate, Player: player, Attrs: attrs}
+}
+
+// Kick removes member target now, with every connection and no grace, and
+// if block > 0 refuses its joins until block has passed. actor must be the
+// host, or "" for the server. A host kicking itself leaves.
+func Kick(actor, target string, block time.Duration) Command {
+	return Command{Op: OpKick, Player: actor, To: target, Block: block}
+}
+
+// Lock makes the lobby refuse new players (locked) or admit them again.
+// actor must be the host, or "" for the server. Members coming back and
+// further tabs are never refused for the lock.
+func Lock(actor string, locked bool) Command {
+	return Command{Op: OpLock, Player: actor, Locked: locked}
+}
+
+// Configure replaces the lobby's overrides of the policy with o (the zero
+// Overrides: back to the Service's policy). Values of settings o does not
+// mark as set are ignored. It is a server-side command.
+func Configure(o Overrides) Command {
+	return Command{Op: OpConfigure, Overrides: o.normalized()}
 }
 
 // Tick applies the deadlines due at its time and nothing else.

@@ -25,9 +25,34 @@ const (
 	ReasonLeft Reason = "left"
 	// ReasonHostTransferred: the host handed the role to the subject.
 	ReasonHostTransferred Reason = "host_transferred"
+	// ReasonKicked: the host or the server removed the subject.
+	ReasonKicked Reason = "kicked"
+	// ReasonUpdated: the subject's attributes changed (by Update, or by a
+	// join of an online member that carried other attributes).
+	ReasonUpdated Reason = "updated"
+	// ReasonLocked and ReasonUnlocked: the lobby started or stopped
+	// refusing new players. The subject is the host that did it, or ""
+	// for the server.
+	ReasonLocked   Reason = "locked"
+	ReasonUnlocked Reason = "unlocked"
+	// ReasonConfigured: the server replaced the lobby's overrides. The
+	// subject is "".
+	ReasonConfigured Reason = "configured"
 )
 
-var reasons = []Reason{"", ReasonJoined, ReasonReconnected, ReasonDisconnected, ReasonTimedOut, ReasonLeaseExpired, ReasonLeft, ReasonHostTransferred}
+// reasons is indexed by the reason's code in the binary encoding: append
+// only, never reorder.
+var reasons = []Reason{"", ReasonJoined, ReasonReconnected, ReasonDisconnected, ReasonTimedOut, ReasonLeaseExpired, ReasonLeft, ReasonHostTransferred,
+	ReasonKicked, ReasonUpdated, ReasonLocked, ReasonUnlocked, ReasonConfigured}
+
+// firstV3Reason is the code of the first reason format 2 cannot hold.
+const firstV3Reason = 8
+
+// subjectOptional reports whether an event of reason r may have no subject
+// (a change the server made on the lobby itself).
+func (r Reason) subjectOptional() bool {
+	return r == ReasonLocked || r == ReasonUnlocked || r == ReasonConfigured
+}
 
 func reasonCode(r Reason) (byte, bool) {
 	for i, x := range reasons {
@@ -38,36 +63,52 @@ func reasonCode(r Reason) (byte, bool) {
 	return 0, false
 }
 
-// MemberView is one member as clients see it.
+// MemberView is one member as clients see it. Its JSON form is described
+// with [Event.MarshalJSON]; the field tags name the same fields for
+// decoding.
 type MemberView struct {
-	Player  string
-	JoinSeq uint64
-	Status  Status
+	Player  string `json:"player"`
+	JoinSeq uint64 `json:"join_seq"`
+	Status  Status `json:"status"`
+	// Attrs are the member's attributes (nil: none). The map is the
+	// view's own.
+	Attrs map[string]string `json:"attrs"`
+	// ReconnectDeadline is when a reconnecting member will be removed
+	// unless it comes back, so a UI can count down; zero while online.
+	ReconnectDeadline time.Time `json:"reconnect_deadline"`
 }
 
 // Event announces one visible change. Events of a lobby have consecutive
 // revisions; each carries the whole member view, so a client that missed
-// some can still render the newest one.
+// some can still render the newest one. [Event.MarshalJSON] gives its
+// documented JSON form; the field tags name the same fields for decoding.
 type Event struct {
 	// Lobby is the lobby's ID.
-	Lobby string
+	Lobby string `json:"lobby"`
 	// Revision is the lobby revision after the change.
-	Revision uint64
+	Revision uint64 `json:"revision"`
 	// Host is the host after the change, PrevHost before it ("" for none).
 	// They differ exactly when the change moved the host.
-	Host, PrevHost string
+	Host     string `json:"host"`
+	PrevHost string `json:"previous_host"`
 	// Term is the host term after the change: one more than the event
 	// before it exactly when Host differs from PrevHost (see State.Term).
-	Term uint64
+	Term uint64 `json:"term"`
+	// Locked and Overrides are the lobby's lock and overrides after the
+	// change.
+	Locked    bool      `json:"locked"`
+	Overrides Overrides `json:"overrides"`
 	// Members is every member after the change, in join-sequence order.
-	Members []MemberView
+	Members []MemberView `json:"members"`
 	// Reason is the cause, Subject the player it concerns (for
-	// host_transferred, the new host).
-	Reason  Reason
-	Subject string
+	// host_transferred, the new host; for kicked, the removed member; for
+	// locked and unlocked, the host that did it; "" for what the server
+	// did to the lobby itself).
+	Reason  Reason `json:"reason"`
+	Subject string `json:"subject"`
 	// At is when the change happened: the command's time, or for an expiry
 	// its deadline.
-	At time.Time
+	At time.Time `json:"at"`
 }
 
 // Outcome is what a command did.
@@ -77,7 +118,8 @@ const (
 	// OutcomeApplied: the command took effect (visibly or not).
 	OutcomeApplied Outcome = iota + 1
 	// OutcomeNoop: nothing to do (leaving a lobby one is not in,
-	// transferring the host to oneself, a tick with nothing due).
+	// transferring the host to oneself, a tick with nothing due, an Update,
+	// Lock or Configure that asks for what is already stored).
 	OutcomeNoop
 	// OutcomeStale: the command names a generation or deadline that is
 	// not (or no longer) live. Nothing changed beyond catching up; a

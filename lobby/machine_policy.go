@@ -2,6 +2,7 @@ package lobby
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/succession"
@@ -55,4 +56,119 @@ func (p Policy) Validate() error {
 		return fmt.Errorf("%w: MaxConnectionsPerPlayer must not be negative, got %d", ErrInvalidPolicy, p.MaxConnectionsPerPlayer)
 	}
 	return nil
+}
+
+// OverrideField names one setting of [Overrides].
+type OverrideField uint8
+
+// The settings a lobby may override.
+const (
+	OverrideGrace OverrideField = 1 << iota
+	OverrideHeartbeatTTL
+	OverrideMaxMembers
+	OverrideMaxConnsPerPlayer
+
+	overrideAll = OverrideGrace | OverrideHeartbeatTTL | OverrideMaxMembers | OverrideMaxConnsPerPlayer
+)
+
+// Overrides are one lobby's own values for some of the policy's settings.
+// They are stored with the lobby and win over the policy of whichever
+// Service runs it, also after that policy changes. A setting counts only
+// when its bit is in Set, so an override can say "no member cap" (0) or
+// "no heartbeat deadlines" (TTL 0) over a policy that has them. The zero
+// Overrides sets nothing: the lobby follows the Service's policy.
+//
+// Build them with the With methods, which keep the value and its bit
+// together. A setting whose bit is missing must hold its zero value;
+// [Configure] clears such leftovers.
+type Overrides struct {
+	Grace             time.Duration
+	HeartbeatTTL      time.Duration
+	MaxMembers        int
+	MaxConnsPerPlayer int
+	// Set says which of the settings above are overridden.
+	Set OverrideField
+}
+
+// WithGrace returns o overriding the grace.
+func (o Overrides) WithGrace(d time.Duration) Overrides {
+	o.Grace, o.Set = d, o.Set|OverrideGrace
+	return o
+}
+
+// WithHeartbeatTTL returns o overriding the heartbeat TTL (0: no heartbeat
+// deadlines in this lobby).
+func (o Overrides) WithHeartbeatTTL(d time.Duration) Overrides {
+	o.HeartbeatTTL, o.Set = d, o.Set|OverrideHeartbeatTTL
+	return o
+}
+
+// WithMaxMembers returns o overriding the member cap (0: no cap).
+func (o Overrides) WithMaxMembers(n int) Overrides {
+	o.MaxMembers, o.Set = n, o.Set|OverrideMaxMembers
+	return o
+}
+
+// WithMaxConnsPerPlayer returns o overriding the tab cap (0: no cap).
+func (o Overrides) WithMaxConnsPerPlayer(n int) Overrides {
+	o.MaxConnsPerPlayer, o.Set = n, o.Set|OverrideMaxConnsPerPlayer
+	return o
+}
+
+// Has reports whether o overrides f.
+func (o Overrides) Has(f OverrideField) bool { return o.Set&f != 0 }
+
+// IsZero reports whether o overrides nothing.
+func (o Overrides) IsZero() bool { return o == Overrides{} }
+
+// Apply returns p with o's settings in place of its own.
+func (o Overrides) Apply(p Policy) Policy {
+	if o.Has(OverrideGrace) {
+		p.Grace = o.Grace
+	}
+	if o.Has(OverrideHeartbeatTTL) {
+		p.HeartbeatTTL = o.HeartbeatTTL
+	}
+	if o.Has(OverrideMaxMembers) {
+		p.MaxMembers = o.MaxMembers
+	}
+	if o.Has(OverrideMaxConnsPerPlayer) {
+		p.MaxConnectionsPerPlayer = o.MaxConnsPerPlayer
+	}
+	return p
+}
+
+// normalized returns o with the values of settings it does not override
+// cleared, so that equal overrides compare equal.
+func (o Overrides) normalized() Overrides {
+	return o.Apply(Policy{}).overridesFor(o.Set)
+}
+
+// overridesFor reads the settings named by set from p.
+func (p Policy) overridesFor(set OverrideField) Overrides {
+	o := Overrides{Set: set}
+	if o.Has(OverrideGrace) {
+		o.Grace = p.Grace
+	}
+	if o.Has(OverrideHeartbeatTTL) {
+		o.HeartbeatTTL = p.HeartbeatTTL
+	}
+	if o.Has(OverrideMaxMembers) {
+		o.MaxMembers = p.MaxMembers
+	}
+	if o.Has(OverrideMaxConnsPerPlayer) {
+		o.MaxConnsPerPlayer = p.MaxConnectionsPerPlayer
+	}
+	return o
+}
+
+// Validate reports whether o can be stored: it names only known settings,
+// and every policy it is applied to stays valid (the settings are checked
+// one by one, as [Policy.Validate] checks them, so a valid policy with o
+// applied is always valid). The error wraps ErrInvalidPolicy.
+func (o Overrides) Validate() error {
+	if o.Set&^overrideAll != 0 {
+		return fmt.Errorf("%w: unknown override bits %#x", ErrInvalidPolicy, uint8(o.Set&^overrideAll))
+	}
+	return o.Apply(DefaultPolicy()).Validate()
 }

@@ -46,7 +46,8 @@ type Member struct {
 	// JoinSeq is assigned when the player enters the lobby and kept across
 	// reconnects while it stays a member. Lower joined earlier.
 	JoinSeq uint64
-	// Attrs are the attributes given at the last join that carried any.
+	// Attrs are the attributes given at the last join that carried any, or
+	// by the last Update.
 	Attrs map[string]string
 	// Conns are the live connections, oldest (lowest generation) first.
 	Conns []Conn
@@ -110,6 +111,15 @@ type State struct {
 	Term uint64
 	// Members are ordered by join sequence.
 	Members []Member
+	// Locked: the lobby refuses new players (see [Lock]).
+	Locked bool
+	// Overrides are this lobby's own policy settings (see [Configure]).
+	Overrides Overrides
+	// Blocks maps a kicked player to the moment its block ends: until
+	// then (a join whose effective time is before it) it may not join.
+	// A block whose end has passed means nothing and is dropped the next
+	// time the lobby is written. nil when there are none.
+	Blocks map[string]time.Time
 	// Updated is the time of the last transition that changed the state;
 	// zero for a lobby never written.
 	Updated time.Time
@@ -125,9 +135,34 @@ func NewState(id string, floor uint64) *State {
 }
 
 // Floor is the value to keep when this lobby's record is deleted: it is at
-// least every revision, join sequence and generation it issued.
+// least every revision, host term, join sequence and generation it issued.
+// (The lock, the overrides and the blocks are not counters: a lobby created
+// again starts without them; see BlockedUntil.)
 func (s *State) Floor() uint64 {
-	return max(s.Revision, s.NextJoinSeq-1, s.NextGen-1)
+	return max(s.Revision, s.Term, s.NextJoinSeq-1, s.NextGen-1)
+}
+
+// BlockedUntil returns the latest end of a block still stored, or the zero
+// time if there is none. A lobby whose blocks are still in force should not
+// be reclaimed before this moment, since a lobby created again starts
+// without blocks.
+func (s *State) BlockedUntil() time.Time {
+	var until time.Time
+	for _, end := range s.Blocks {
+		if end.After(until) {
+			until = end
+		}
+	}
+	return until
+}
+
+// policy returns the policy in force in s under the base policy p: p with
+// the lobby's overrides applied.
+func (s *State) policy(p Policy) Policy {
+	if s.Overrides.Set == 0 {
+		return p
+	}
+	return s.Overrides.Apply(p)
 }
 
 // Member returns the member with the given player ID, or nil.
@@ -169,7 +204,8 @@ func (s *State) NextDeadline() time.Time {
 }
 
 // View returns the member view clients see: every member in join-sequence
-// order with its status. The slice is new; the caller owns it.
+// order with its status, attributes and, while reconnecting, its reconnect
+// deadline. The slice and the maps in it are new; the caller owns them.
 func (s *State) View() []MemberView {
 	if len(s.Members) == 0 {
 		return nil
@@ -177,7 +213,10 @@ func (s *State) View() []MemberView {
 	v := make([]MemberView, len(s.Members))
 	for i := range s.Members {
 		m := &s.Members[i]
-		v[i] = MemberView{Player: m.Player, JoinSeq: m.JoinSeq, Status: m.Status()}
+		v[i] = MemberView{Player: m.Player, JoinSeq: m.JoinSeq, Status: m.Status(), ReconnectDeadline: m.ReconnectBy}
+		if len(m.Attrs) > 0 {
+			v[i].Attrs = maps.Clone(m.Attrs)
+		}
 	}
 	return v
 }
@@ -185,6 +224,7 @@ func (s *State) View() []MemberView {
 // Clone returns a deep copy of s that shares nothing with it.
 func (s *State) Clone() *State {
 	c := *s
+	c.Blocks = maps.Clone(s.Blocks)
 	if s.Members != nil {
 		c.Members = make([]Member, len(s.Members))
 		for i, m := range s.Members {

@@ -568,10 +568,11 @@ func TestEligibilityRule(t *testing.T) {
 	r.wantHost("x")
 	r.do(Leave("x"))
 	r.wantHost("")
-	// A second tab that changes the attributes fills the empty seat.
+	// A second tab that changes the attributes is an update, and fills the
+	// empty seat.
 	r.do(Join("s", map[string]string{"role": "player"}))
 	r.wantHost("s")
-	if e := r.lastEvent(); e.Reason != ReasonJoined || e.Host != "s" {
+	if e := r.lastEvent(); e.Reason != ReasonUpdated || e.Host != "s" || e.Members[0].Attrs["role"] != "player" {
 		t.Fatalf("event %+v, want the seat filled", e)
 	}
 	// Changing attributes never moves a current host.
@@ -601,6 +602,18 @@ func TestBadInput(t *testing.T) {
 		{"empty attr key", Join("a", map[string]string{"": "x"}), t0, ErrInvalidAttrs},
 		{"unknown op", Command{Op: 99, Player: "a"}, t0, ErrInvalidCommand},
 		{"zero op", Command{Player: "a"}, t0, ErrInvalidCommand},
+		{"update without player", Update("", nil), t0, ErrInvalidID},
+		{"update with bad attrs", Update("a", manyAttrs(MaxAttrs+1)), t0, ErrInvalidAttrs},
+		{"kick without target", Kick("a", "", 0), t0, ErrInvalidID},
+		{"kick by a bad actor", Kick("\xff", "a", 0), t0, ErrInvalidID},
+		{"negative block", Kick("", "a", -time.Second), t0, ErrInvalidCommand},
+		{"block too long", Kick("", "a", MaxBlock+1), t0, ErrInvalidCommand},
+		{"lock by a bad actor", Lock(long, true), t0, ErrInvalidID},
+		{"zero grace", Configure(Overrides{}.WithGrace(0)), t0, ErrInvalidPolicy},
+		{"negative TTL", Configure(Overrides{}.WithHeartbeatTTL(-1)), t0, ErrInvalidPolicy},
+		{"negative member cap", Configure(Overrides{}.WithMaxMembers(-1)), t0, ErrInvalidPolicy},
+		{"negative tab cap", Configure(Overrides{}.WithMaxConnsPerPlayer(-2)), t0, ErrInvalidPolicy},
+		{"unknown override", Configure(Overrides{Set: 1 << 6}), t0, ErrInvalidPolicy},
 		{"zero time", Join("a", nil), time.Time{}, ErrInvalidTime},
 		{"far future", Join("a", nil), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), ErrInvalidTime},
 	}
@@ -660,5 +673,369 @@ func TestReclaimFloorContinuesAbove(t *testing.T) {
 	if res.Gen <= g+1 || res.JoinSeq <= 2 || s.Revision <= r.s.Revision {
 		t.Fatalf("after reclaim: gen %d, join seq %d, revision %d; want all above gen %d, seq 2, revision %d",
 			res.Gen, res.JoinSeq, s.Revision, g+1, r.s.Revision)
+	}
+}
+
+// wantRefused applies cmd, expects the refusal want, and checks that
+// nothing was committed, not even a catch-up.
+func (r *lobbyRun) wantRefused(cmd Command, want error) {
+	r.t.Helper()
+	before := r.s.Clone()
+	_, err := r.try(cmd)
+	if !errors.Is(err, want) || !IsRefusal(err) {
+		r.t.Fatalf("%v %q→%q: %v, want the refusal %v", cmd.Op, cmd.Player, cmd.To, err, want)
+	}
+	if diff := cmp.Diff(before, r.s, cmpState); diff != "" {
+		r.t.Fatalf("refused %v changed the state (-before +after):\n%s", cmd.Op, diff)
+	}
+}
+
+func TestUpdate(t *testing.T) {
+	p := testPolicy()
+	p.Succession.Eligible = func(c succession.Candidate) bool { return c.Attrs["role"] != "spectator" }
+	r := newRun(t, p)
+	spect := map[string]string{"role": "spectator"}
+	r.do(Join("a", spect))
+	gb := r.do(Join("b", spect)).Gen
+	r.wantHost("")
+
+	// Filling the empty seat: one updated event that shows the new host
+	// and the attributes.
+	r.advance(time.Second)
+	res := r.do(Update("b", map[string]string{"role": "player", "team": "red"}))
+	r.wantHost("b")
+	if len(res.Events) != 1 {
+		t.Fatalf("%d events, want 1", len(res.Events))
+	}
+	e := res.Events[0]
+	if e.Reason != ReasonUpdated || e.Subject != "b" || e.PrevHost != "" || e.Host != "b" || e.Members[1].Attrs["team"] != "red" {
+		t.Fatalf("event %+v", e)
+	}
+	// The same set again changes nothing.
+	if res := r.do(Update("b", map[string]string{"team": "red", "role": "player"})); res.Changed || res.Outcome != OutcomeNoop {
+		t.Fatalf("same attributes: %+v, want a no-op", res)
+	}
+	// Making a member eligible never moves the current host, and making
+	// the host ineligible does not unseat it.
+	r.do(Update("a", nil))
+	r.wantHost("b")
+	r.do(Update("b", spect))
+	r.wantHost("b")
+
+	// A reconnecting member's attributes change without touching its
+	// presence or its reconnect deadline; nil clears them all.
+	r.do(Disconnect("b", gb))
+	deadline := r.member("b").ReconnectBy
+	r.advance(time.Second)
+	r.do(Update("b", nil))
+	if m := r.member("b"); m.Attrs != nil || m.Status() != StatusReconnecting || !m.ReconnectBy.Equal(deadline) {
+		t.Fatalf("after update: %+v", m)
+	}
+	if v := r.lastEvent().Members[1]; v.Status != StatusReconnecting || !v.ReconnectDeadline.Equal(deadline) || v.Attrs != nil {
+		t.Fatalf("member view %+v, want reconnecting until %v without attributes", v, deadline)
+	}
+	// An empty set is no attributes too.
+	if res := r.do(Update("b", map[string]string{})); res.Changed {
+		t.Fatal("an empty set after none changed something")
+	}
+	r.wantRefused(Update("nobody", nil), ErrNotMember)
+}
+
+func TestJoinWithAttributes(t *testing.T) {
+	r := newRun(t, testPolicy())
+	r.do(Join("a", map[string]string{"role": "captain"}))
+	// A further tab with the same attributes, or none: invisible.
+	for _, attrs := range []map[string]string{{"role": "captain"}, nil} {
+		if res := r.do(Join("a", attrs)); len(res.Events) != 0 {
+			t.Fatalf("further tab with %v: %d events", attrs, len(res.Events))
+		}
+	}
+	// With other attributes: one revision, reason updated.
+	res := r.do(Join("a", map[string]string{"role": "player"}))
+	if len(res.Events) != 1 || res.Events[0].Reason != ReasonUpdated || res.Events[0].Members[0].Attrs["role"] != "player" {
+		t.Fatalf("further tab with other attributes: %+v", res.Events)
+	}
+	// Coming back with other attributes: one revision, reason reconnected,
+	// the attributes applied.
+	var open []uint64
+	for _, c := range r.member("a").Conns {
+		open = append(open, c.Gen)
+	}
+	for _, gen := range open {
+		r.do(Disconnect("a", gen))
+	}
+	r.advance(time.Second)
+	res = r.do(Join("a", map[string]string{"role": "coach"}))
+	if len(res.Events) != 1 || res.Events[0].Reason != ReasonReconnected || res.Events[0].Members[0].Attrs["role"] != "coach" ||
+		!res.Events[0].Members[0].ReconnectDeadline.IsZero() {
+		t.Fatalf("reconnect with other attributes: %+v", res.Events)
+	}
+}
+
+func TestKickChecksInOrder(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Disconnect("p-62", gens["p-62"]))
+	r.wantRefused(Kick("p-23", "p-41", 0), ErrNotHost)
+	r.wantRefused(Kick("p-23", "nobody", 0), ErrNotHost)
+	r.wantRefused(Kick("p-17", "nobody", 0), ErrNotMember)
+	r.wantRefused(Kick("", "nobody", 0), ErrNotMember)
+
+	// The host kicks a reconnecting member.
+	res := r.do(Kick("p-17", "p-62", 0))
+	if e := res.Events[0]; e.Reason != ReasonKicked || e.Subject != "p-62" || e.Host != "p-17" || len(e.Members) != 3 {
+		t.Fatalf("event %+v", e)
+	}
+	if len(r.s.Blocks) != 0 {
+		t.Fatalf("a kick without a block stored %v", r.s.Blocks)
+	}
+	// Replayed, it is refused and changes nothing.
+	r.wantRefused(Kick("p-17", "p-62", 0), ErrNotMember)
+	// Every connection of the kicked member ends.
+	r.join("p-41")
+	res = r.do(Kick("", "p-41", 0))
+	if len(res.Ended) != 2 || res.Ended[0].Cause != EndLeft {
+		t.Fatalf("ended %+v, want both of p-41's connections", res.Ended)
+	}
+	// A host in its grace may kick.
+	r.do(Disconnect("p-17", gens["p-17"]))
+	r.do(Kick("p-17", "p-23", time.Second))
+	r.wantHost("p-17")
+}
+
+func TestKickTheHost(t *testing.T) {
+	r, _ := fourPlayers(t)
+	r.at(10 * time.Second)
+	// The server kicks the host: the successor takes over in the same
+	// transition, and the host term moves once.
+	term := r.s.Term
+	res := r.do(Kick("", "p-17", time.Minute))
+	r.wantHost("p-23")
+	if e := res.Events[0]; e.Reason != ReasonKicked || e.PrevHost != "p-17" || e.Host != "p-23" || e.Term != term+1 {
+		t.Fatalf("event %+v", e)
+	}
+	// The host kicking itself leaves: reason left, no block.
+	res = r.do(Kick("p-23", "p-23", time.Minute))
+	r.wantHost("p-41")
+	if e := res.Events[0]; e.Reason != ReasonLeft || e.Subject != "p-23" {
+		t.Fatalf("event %+v, want left", e)
+	}
+	if _, ok := r.s.Blocks["p-23"]; ok {
+		t.Fatal("a host kicking itself was blocked")
+	}
+	r.join("p-23")
+}
+
+func TestKickBlock(t *testing.T) {
+	r, _ := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Kick("p-17", "p-23", 5*time.Second))
+	end := t0.Add(15 * time.Second)
+	if got := r.s.BlockedUntil(); !got.Equal(end) {
+		t.Fatalf("BlockedUntil = %v, want %v", got, end)
+	}
+	r.at(15*time.Second - time.Nanosecond)
+	r.wantRefused(Join("p-23", nil), ErrBlocked)
+	// A skewed join stamped before the lobby's last transition is judged
+	// at that transition's time: still blocked.
+	r.at(0)
+	r.wantRefused(Join("p-23", nil), ErrBlocked)
+	// The block's end is not a transition: nothing happens at it.
+	r.at(15 * time.Second)
+	if res := r.do(Tick()); res.Changed {
+		t.Fatalf("the end of a block was a transition: %+v", res)
+	}
+	if _, ok := r.s.Blocks["p-23"]; !ok {
+		t.Fatal("a block was dropped without a write")
+	}
+	// At its end it refuses nothing, and the write drops it.
+	r.join("p-23")
+	if len(r.s.Blocks) != 0 || !r.s.BlockedUntil().IsZero() {
+		t.Fatalf("blocks %v after the block ended and the lobby was written", r.s.Blocks)
+	}
+	// A later kick replaces the block.
+	r.do(Kick("", "p-23", time.Hour))
+	r.do(Kick("", "p-41", time.Minute))
+	r.wantRefused(Join("p-23", nil), ErrBlocked)
+	if got := r.s.BlockedUntil(); !got.Equal(r.now.Add(time.Hour)) {
+		t.Fatalf("BlockedUntil = %v", got)
+	}
+	// Blocks outlive the lobby emptying.
+	r.do(Leave("p-17"))
+	r.do(Leave("p-62"))
+	r.advance(time.Minute)
+	r.do(Leave("p-1")) // a no-op on an empty lobby
+	r.wantRefused(Join("p-23", nil), ErrBlocked)
+}
+
+func TestJoinRefusalOrder(t *testing.T) {
+	p := testPolicy()
+	p.MaxMembers = 2
+	r := newRun(t, p)
+	r.join("a")
+	r.join("b")
+	r.do(Kick("", "b", time.Minute))
+	r.join("c")
+	r.do(Lock("", true))
+	// Blocked, locked and full: the block is named.
+	r.wantRefused(Join("b", nil), ErrBlocked)
+	// Locked and full: the lock.
+	r.wantRefused(Join("d", nil), ErrLocked)
+	r.do(Lock("a", false))
+	r.wantRefused(Join("d", nil), ErrLobbyFull)
+}
+
+func TestLockRefusesNewPlayersOnly(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.wantRefused(Lock("p-23", true), ErrNotHost)
+	res := r.do(Lock("p-17", true))
+	if e := res.Events[0]; e.Reason != ReasonLocked || e.Subject != "p-17" || !e.Locked {
+		t.Fatalf("event %+v", e)
+	}
+	if res := r.do(Lock("", true)); res.Changed || res.Outcome != OutcomeNoop {
+		t.Fatalf("locking a locked lobby: %+v", res)
+	}
+	r.wantRefused(Join("new", nil), ErrLocked)
+	r.join("p-23") // a further tab
+	r.do(Disconnect("p-41", gens["p-41"]))
+	r.advance(time.Second)
+	r.join("p-41") // a reconnecting member
+	// A member whose reconnect deadline passed is a new player.
+	r.do(Disconnect("p-62", gens["p-62"]))
+	r.advance(grace)
+	r.wantRefused(Join("p-62", nil), ErrLocked)
+	// A host in its grace may unlock; the server's changes name no subject.
+	r.do(Disconnect("p-17", gens["p-17"]))
+	r.do(Lock("p-17", false))
+	r.do(Lock("", true))
+	if e := r.lastEvent(); e.Reason != ReasonLocked || e.Subject != "" {
+		t.Fatalf("event %+v", e)
+	}
+	res = r.do(Lock("", false))
+	if e := res.Events[len(res.Events)-1]; e.Reason != ReasonUnlocked || e.Locked {
+		t.Fatalf("event %+v", e)
+	}
+	r.join("p-62")
+}
+
+func TestConfigure(t *testing.T) {
+	p := testPolicy() // grace 8s, TTL 15s
+	p.MaxConnectionsPerPlayer = 3
+	r := newRun(t, p)
+	a1 := r.join("a")
+	r.join("b")
+	o := Overrides{}.WithGrace(2 * time.Second).WithHeartbeatTTL(0).WithMaxMembers(2).WithMaxConnsPerPlayer(1)
+	res := r.do(Configure(o))
+	if e := res.Events[0]; e.Reason != ReasonConfigured || e.Subject != "" || e.Overrides != o {
+		t.Fatalf("event %+v", e)
+	}
+	if res := r.do(Configure(o)); res.Changed || res.Outcome != OutcomeNoop {
+		t.Fatalf("the same overrides again: %+v", res)
+	}
+	// Deadlines set before stay; those set after follow the overrides.
+	if d := r.member("a").Conns[0].Deadline; !d.Equal(t0.Add(15 * time.Second)) {
+		t.Fatalf("a's old heartbeat deadline moved to %v", d)
+	}
+	r.advance(time.Second)
+	r.do(Heartbeat("a", a1))
+	if d := r.member("a").Conns[0].Deadline; !d.IsZero() {
+		t.Fatalf("heartbeat under TTL 0 set deadline %v", d)
+	}
+	r.do(Disconnect("a", a1))
+	if d := r.member("a").ReconnectBy; !d.Equal(r.now.Add(2 * time.Second)) {
+		t.Fatalf("reconnect deadline %v, want the overridden grace", d)
+	}
+	r.join("a")
+	// The member cap in force is 2.
+	r.wantRefused(Join("c", nil), ErrLobbyFull)
+	// A lower tab cap supersedes nothing until the player's next join.
+	r.do(Configure(Overrides{}.WithMaxConnsPerPlayer(3)))
+	r.join("b")
+	r.join("b")
+	r.do(Configure(Overrides{}.WithMaxConnsPerPlayer(1).WithMaxMembers(1)))
+	if n := len(r.member("b").Conns); n != 3 {
+		t.Fatalf("b holds %d connections, want 3", n)
+	}
+	// A lower member cap evicts no one.
+	if len(r.s.Members) != 2 {
+		t.Fatalf("%d members", len(r.s.Members))
+	}
+	res = r.do(Join("b", nil))
+	if len(r.member("b").Conns) != 1 || len(res.Ended) != 3 {
+		t.Fatalf("after b's next join: %d connections, %d ended", len(r.member("b").Conns), len(res.Ended))
+	}
+	// No overrides: back to the policy, which allows 3 members.
+	r.do(Configure(Overrides{}))
+	r.join("c")
+	// Values of settings not marked as set are ignored.
+	r.do(Configure(Overrides{MaxMembers: 1}))
+	if !r.s.Overrides.IsZero() {
+		t.Fatalf("overrides %+v", r.s.Overrides)
+	}
+}
+
+func TestOverridesWinOverAnyPolicy(t *testing.T) {
+	r := newRun(t, testPolicy())
+	r.do(Configure(Overrides{}.WithGrace(time.Second).WithMaxMembers(0)))
+	// Another process with another policy runs the lobby: the overrides
+	// still win.
+	p := testPolicy()
+	p.Grace, p.MaxMembers = time.Minute, 1
+	r.m, _ = NewMachine(p)
+	g := r.join("a")
+	r.join("b") // no member cap here
+	r.do(Disconnect("a", g))
+	if d := r.member("a").ReconnectBy; !d.Equal(r.now.Add(time.Second)) {
+		t.Fatalf("reconnect deadline %v, want the lobby's grace", d)
+	}
+}
+
+// TestWhatCreatesALobby: on a lobby never written, only a Join, a Configure
+// or a server's Lock that takes effect reports a change to store.
+func TestWhatCreatesALobby(t *testing.T) {
+	m, _ := NewMachine(testPolicy())
+	tests := []struct {
+		cmd     Command
+		changed bool
+		err     error
+	}{
+		{Join("a", nil), true, nil},
+		{Configure(Overrides{}.WithGrace(time.Second)), true, nil},
+		{Configure(Overrides{}), false, nil},
+		{Lock("", true), true, nil},
+		{Lock("", false), false, nil},
+		{Lock("a", true), false, ErrNotHost},
+		{Kick("", "a", time.Minute), false, ErrNotMember},
+		{Kick("a", "a", 0), false, ErrNotHost},
+		{Update("a", nil), false, ErrNotMember},
+		{Leave("a"), false, nil},
+		{TransferHost("a", "b"), false, ErrNotHost},
+		{Tick(), false, nil},
+	}
+	for _, tt := range tests {
+		s := NewState("new", 7)
+		res, err := m.Apply(s, tt.cmd, t0)
+		if !errors.Is(err, tt.err) || res.Changed != tt.changed {
+			t.Errorf("%v on a new lobby: changed %v, %v; want %v, %v", tt.cmd.Op, res.Changed, err, tt.changed, tt.err)
+		}
+	}
+}
+
+func TestRefusalsCommitNoCatchUp(t *testing.T) {
+	for _, tt := range []struct {
+		cmd  Command
+		want error
+	}{
+		{Kick("b", "a", 0), ErrNotHost},
+		{Kick("", "nobody", 0), ErrNotMember},
+		{Lock("b", true), ErrNotHost},
+		{Update("nobody", nil), ErrNotMember},
+	} {
+		r := newRun(t, testPolicy())
+		r.join("a")
+		r.join("b")
+		r.at(16 * time.Second) // both heartbeat deadlines are due
+		r.wantRefused(tt.cmd, tt.want)
 	}
 }

@@ -2,6 +2,7 @@ package lobby
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 	"time"
 )
@@ -20,6 +21,9 @@ type refModel struct {
 	host    string
 	updated time.Time
 	members map[string]*refMember
+	locked  bool
+	ov      Overrides
+	blocks  map[string]time.Time // kicked player → end of its block
 }
 
 type refMember struct {
@@ -38,7 +42,51 @@ type refDeadline struct {
 }
 
 func newRefModel(p Policy, id string) *refModel {
-	return &refModel{p: p, id: id, nextSeq: 1, nextGen: 1, members: map[string]*refMember{}}
+	return &refModel{p: p, id: id, nextSeq: 1, nextGen: 1, members: map[string]*refMember{}, blocks: map[string]time.Time{}}
+}
+
+// settings are the policy values in force: the lobby's overrides where it
+// has them, the policy's otherwise.
+func (m *refModel) settings() (grace, ttl time.Duration, maxMembers, maxConns int) {
+	grace, ttl, maxMembers, maxConns = m.p.Grace, m.p.HeartbeatTTL, m.p.MaxMembers, m.p.MaxConnectionsPerPlayer
+	if m.ov.Set&OverrideGrace != 0 {
+		grace = m.ov.Grace
+	}
+	if m.ov.Set&OverrideHeartbeatTTL != 0 {
+		ttl = m.ov.HeartbeatTTL
+	}
+	if m.ov.Set&OverrideMaxMembers != 0 {
+		maxMembers = m.ov.MaxMembers
+	}
+	if m.ov.Set&OverrideMaxConnsPerPlayer != 0 {
+		maxConns = m.ov.MaxConnsPerPlayer
+	}
+	return
+}
+
+func (m *refModel) grace() time.Duration {
+	g, _, _, _ := m.settings()
+	return g
+}
+
+// sameAttrs compares attribute sets, no attributes and an empty set alike.
+func sameAttrs(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+func keptAttrs(a map[string]string) map[string]string {
+	if len(a) == 0 {
+		return nil
+	}
+	return maps.Clone(a)
 }
 
 func (m *refModel) view() []MemberView {
@@ -48,7 +96,7 @@ func (m *refModel) view() []MemberView {
 		if len(mem.gens) > 0 {
 			st = StatusOnline
 		}
-		v = append(v, MemberView{Player: id, JoinSeq: mem.seq, Status: st})
+		v = append(v, MemberView{Player: id, JoinSeq: mem.seq, Status: st, Attrs: keptAttrs(mem.attrs), ReconnectDeadline: mem.reconnectBy})
 	}
 	slices.SortFunc(v, func(a, b MemberView) int { return cmp.Compare(a.JoinSeq, b.JoinSeq) })
 	return v
@@ -59,7 +107,8 @@ func (m *refModel) event(reason Reason, subject string, at time.Time, prev strin
 	if m.host != prev {
 		m.term++
 	}
-	return Event{Lobby: m.id, Revision: m.rev, Term: m.term, Host: m.host, PrevHost: prev, Members: m.view(), Reason: reason, Subject: subject, At: at}
+	return Event{Lobby: m.id, Revision: m.rev, Term: m.term, Host: m.host, PrevHost: prev, Locked: m.locked, Overrides: m.ov,
+		Members: m.view(), Reason: reason, Subject: subject, At: at}
 }
 
 func (m *refModel) eligible(id string, t time.Time) bool {
@@ -116,10 +165,22 @@ func (m *refModel) pending() []refDeadline {
 	return ds
 }
 
+// removeMember takes player out at t and fills the host seat it may leave.
+func (m *refModel) removeMember(player string, reason Reason, t time.Time) Event {
+	prev := m.host
+	delete(m.members, player)
+	if m.host == player {
+		m.host = ""
+		m.fill(t)
+	}
+	return m.event(reason, player, t, prev)
+}
+
 // apply mirrors Machine.Apply on the model. It returns the events, the
-// outcome, and whether the command was refused. On refusal the model must
-// be discarded by the caller (it does not roll back).
-func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcome, refused bool) {
+// outcome, and the sentinel of the rule that refused the command (nil if
+// none). On refusal the model must be discarded by the caller (it does not
+// roll back).
+func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcome, refused error) {
 	if now.Before(m.updated) {
 		now = m.updated
 	}
@@ -138,26 +199,21 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		if d.gen != 0 {
 			delete(mem.gens, d.gen)
 			if len(mem.gens) == 0 {
-				mem.reconnectBy = d.at.Add(m.p.Grace)
+				mem.reconnectBy = d.at.Add(m.grace())
 				events = append(events, m.event(ReasonTimedOut, d.player, d.at, m.host))
 			}
 			continue
 		}
-		prev := m.host
-		delete(m.members, d.player)
-		if m.host == d.player {
-			m.host = ""
-			m.fill(d.at)
-		}
-		events = append(events, m.event(ReasonLeaseExpired, d.player, d.at, prev))
+		events = append(events, m.removeMember(d.player, ReasonLeaseExpired, d.at))
 	}
 	caughtUp := !last.IsZero()
 	changed := false
+	_, ttl, maxMembers, maxConns := m.settings()
 	hb := func() time.Time {
-		if m.p.HeartbeatTTL == 0 {
+		if ttl == 0 {
 			return time.Time{}
 		}
-		return now.Add(m.p.HeartbeatTTL)
+		return now.Add(ttl)
 	}
 	switch cmd.Op {
 	case OpExpireLease:
@@ -182,26 +238,31 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		prev := m.host
 		mem := m.members[cmd.Player]
 		if mem == nil {
-			if m.p.MaxMembers > 0 && len(m.members) >= m.p.MaxMembers {
-				return nil, 0, true
+			if end, ok := m.blocks[cmd.Player]; ok && now.Before(end) {
+				return nil, 0, ErrBlocked
+			}
+			if m.locked {
+				return nil, 0, ErrLocked
+			}
+			if maxMembers > 0 && len(m.members) >= maxMembers {
+				return nil, 0, ErrLobbyFull
 			}
 			mem = &refMember{seq: m.nextSeq, gens: map[uint64]time.Time{}}
 			m.nextSeq++
 			m.members[cmd.Player] = mem
-			if cmd.Attrs != nil {
-				mem.attrs = cmd.Attrs
-			}
+			mem.attrs = keptAttrs(cmd.Attrs)
 			mem.gens[m.nextGen] = hb()
 			mem.lastGen = m.nextGen
 			m.nextGen++
 			m.fill(now)
 			events = append(events, m.event(ReasonJoined, cmd.Player, now, prev))
 		} else {
+			attrsChanged := cmd.Attrs != nil && !sameAttrs(cmd.Attrs, mem.attrs)
 			if cmd.Attrs != nil {
-				mem.attrs = cmd.Attrs
+				mem.attrs = keptAttrs(cmd.Attrs)
 			}
 			wasOff := len(mem.gens) == 0
-			if n := m.p.MaxConnectionsPerPlayer; n > 0 {
+			if n := maxConns; n > 0 {
 				for len(mem.gens) >= n {
 					oldest := slices.Min(slices.Collect(mapsKeys(mem.gens)))
 					delete(mem.gens, oldest)
@@ -214,8 +275,8 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 			m.fill(now)
 			if wasOff {
 				events = append(events, m.event(ReasonReconnected, cmd.Player, now, prev))
-			} else if m.host != prev {
-				events = append(events, m.event(ReasonJoined, cmd.Player, now, prev))
+			} else if attrsChanged {
+				events = append(events, m.event(ReasonUpdated, cmd.Player, now, prev))
 			}
 		}
 		out, changed = OutcomeApplied, true
@@ -237,7 +298,7 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 				out, changed = OutcomeApplied, true
 				delete(mem.gens, cmd.Gen)
 				if len(mem.gens) == 0 {
-					mem.reconnectBy = now.Add(m.p.Grace)
+					mem.reconnectBy = now.Add(m.grace())
 					events = append(events, m.event(ReasonDisconnected, cmd.Player, now, m.host))
 				}
 			}
@@ -246,22 +307,82 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		out = OutcomeNoop
 		if m.members[cmd.Player] != nil {
 			out, changed = OutcomeApplied, true
+			events = append(events, m.removeMember(cmd.Player, ReasonLeft, now))
+		}
+	case OpUpdate:
+		mem := m.members[cmd.Player]
+		switch {
+		case mem == nil:
+			return nil, 0, ErrNotMember
+		case sameAttrs(cmd.Attrs, mem.attrs):
+			out = OutcomeNoop
+		default:
 			prev := m.host
-			delete(m.members, cmd.Player)
-			if m.host == cmd.Player {
-				m.host = ""
-				m.fill(now)
+			mem.attrs = keptAttrs(cmd.Attrs)
+			m.fill(now)
+			out, changed = OutcomeApplied, true
+			events = append(events, m.event(ReasonUpdated, cmd.Player, now, prev))
+		}
+	case OpKick:
+		switch {
+		case cmd.Player != "" && m.host != cmd.Player:
+			return nil, 0, ErrNotHost
+		case m.members[cmd.To] == nil:
+			return nil, 0, ErrNotMember
+		case cmd.To == cmd.Player:
+			out, changed = OutcomeApplied, true
+			events = append(events, m.removeMember(cmd.To, ReasonLeft, now))
+		default:
+			if cmd.Block > 0 {
+				m.blocks[cmd.To] = now.Add(cmd.Block)
 			}
-			events = append(events, m.event(ReasonLeft, cmd.Player, now, prev))
+			out, changed = OutcomeApplied, true
+			events = append(events, m.removeMember(cmd.To, ReasonKicked, now))
+		}
+	case OpLock:
+		switch {
+		case cmd.Player != "" && m.host != cmd.Player:
+			return nil, 0, ErrNotHost
+		case m.locked == cmd.Locked:
+			out = OutcomeNoop
+		default:
+			m.locked = cmd.Locked
+			reason := ReasonUnlocked
+			if m.locked {
+				reason = ReasonLocked
+			}
+			out, changed = OutcomeApplied, true
+			events = append(events, m.event(reason, cmd.Player, now, m.host))
+		}
+	case OpConfigure:
+		// Only the settings marked as set count.
+		o := Overrides{Set: cmd.Overrides.Set}
+		if o.Set&OverrideGrace != 0 {
+			o.Grace = cmd.Overrides.Grace
+		}
+		if o.Set&OverrideHeartbeatTTL != 0 {
+			o.HeartbeatTTL = cmd.Overrides.HeartbeatTTL
+		}
+		if o.Set&OverrideMaxMembers != 0 {
+			o.MaxMembers = cmd.Overrides.MaxMembers
+		}
+		if o.Set&OverrideMaxConnsPerPlayer != 0 {
+			o.MaxConnsPerPlayer = cmd.Overrides.MaxConnsPerPlayer
+		}
+		out = OutcomeNoop
+		if o != m.ov {
+			m.ov = o
+			out, changed = OutcomeApplied, true
+			events = append(events, m.event(ReasonConfigured, "", now, m.host))
 		}
 	case OpTransferHost:
 		switch {
 		case m.host == "" || m.host != cmd.Player:
-			return nil, 0, true
+			return nil, 0, ErrNotHost
 		case m.members[cmd.To] == nil:
-			return nil, 0, true
+			return nil, 0, ErrNotMember
 		case !m.eligible(cmd.To, now):
-			return nil, 0, true
+			return nil, 0, ErrNotEligible
 		case cmd.To == cmd.Player:
 			out = OutcomeNoop
 		default:
@@ -277,7 +398,14 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 	case caughtUp:
 		m.updated = last
 	}
-	return events, out, false
+	if changed || caughtUp {
+		for p, end := range m.blocks {
+			if !m.updated.Before(end) {
+				delete(m.blocks, p)
+			}
+		}
+	}
+	return events, out, nil
 }
 
 func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -301,6 +429,17 @@ func (m *refModel) diffState(s *State) []string {
 	if !s.Updated.Equal(m.updated) {
 		add("updated: machine %v, model %v", s.Updated, m.updated)
 	}
+	if s.Locked != m.locked || s.Overrides != m.ov {
+		add("lock/overrides: machine %v %+v, model %v %+v", s.Locked, s.Overrides, m.locked, m.ov)
+	}
+	if len(s.Blocks) != len(m.blocks) {
+		add("blocks: machine %v, model %v", s.Blocks, m.blocks)
+	}
+	for p, end := range m.blocks {
+		if got, ok := s.Blocks[p]; !ok || !got.Equal(end) {
+			add("block of %q: machine %v (present %v), model %v", p, got, ok, end)
+		}
+	}
 	if len(s.Members) != len(m.members) {
 		add("machine has %d members, model %d", len(s.Members), len(m.members))
 		return diffs
@@ -311,7 +450,8 @@ func (m *refModel) diffState(s *State) []string {
 			add("member %q missing from the model", mem.Player)
 			continue
 		}
-		if rm.seq != mem.JoinSeq || rm.lastGen != mem.LastGen || !rm.reconnectBy.Equal(mem.ReconnectBy) || len(rm.gens) != len(mem.Conns) {
+		if rm.seq != mem.JoinSeq || rm.lastGen != mem.LastGen || !rm.reconnectBy.Equal(mem.ReconnectBy) || len(rm.gens) != len(mem.Conns) ||
+			!sameAttrs(rm.attrs, mem.Attrs) {
 			add("member %q: machine %+v, model %+v", mem.Player, mem, *rm)
 			continue
 		}

@@ -1,7 +1,9 @@
 package lobby
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -29,9 +31,28 @@ type schedStep struct {
 	Player  int
 	To      int
 	GenPick int // < 0: a never-issued generation; else index into issued
-	Attrs   int // 0 nil, 1 player, 2 spectator
+	Attrs   int // 0 nil, 1 player, 2 spectator, 3 empty
 	Advance int // index into advances; -1 and -2: to the next deadline, or 1 ns before it
 	Skew    bool
+	// Actor, for Kick and Lock: 0 the server, 1 the current host (Player
+	// if there is none), else Player.
+	Actor     int
+	Block     int // index into blocks
+	Locked    bool
+	Overrides int // index into overrideChoices
+}
+
+var blocks = []time.Duration{0, 3 * time.Second, 20 * time.Second, time.Minute}
+
+var overrideChoices = []Overrides{
+	{},
+	Overrides{}.WithGrace(2 * time.Second),
+	Overrides{}.WithHeartbeatTTL(0),
+	Overrides{}.WithHeartbeatTTL(4 * time.Second),
+	Overrides{}.WithMaxMembers(2),
+	Overrides{}.WithMaxMembers(0),
+	Overrides{}.WithMaxConnsPerPlayer(1),
+	Overrides{}.WithGrace(3 * time.Second).WithHeartbeatTTL(5 * time.Second).WithMaxMembers(4).WithMaxConnsPerPlayer(2),
 }
 
 var advances = []time.Duration{0, 0, time.Second, time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second, 15 * time.Second, time.Nanosecond, time.Millisecond}
@@ -53,16 +74,21 @@ func drawPolicy(t *rapid.T) Policy {
 }
 
 func drawSchedule(t *rapid.T) []schedStep {
-	ops := []Op{OpJoin, OpJoin, OpJoin, OpHeartbeat, OpHeartbeat, OpDisconnect, OpDisconnect, OpExpireLease, OpLeave, OpTransferHost, OpTick}
+	ops := []Op{OpJoin, OpJoin, OpJoin, OpHeartbeat, OpHeartbeat, OpDisconnect, OpDisconnect, OpExpireLease, OpLeave, OpTransferHost, OpTick,
+		OpUpdate, OpKick, OpKick, OpLock, OpLock, OpConfigure}
 	return rapid.SliceOfN(rapid.Custom(func(t *rapid.T) schedStep {
 		return schedStep{
-			Op:      rapid.SampledFrom(ops).Draw(t, "op"),
-			Player:  rapid.IntRange(0, len(players)-1).Draw(t, "player"),
-			To:      rapid.IntRange(0, len(players)-1).Draw(t, "to"),
-			GenPick: rapid.IntRange(-1, 40).Draw(t, "gen"),
-			Attrs:   rapid.IntRange(0, 2).Draw(t, "attrs"),
-			Advance: rapid.IntRange(-2, len(advances)-1).Draw(t, "advance"),
-			Skew:    rapid.IntRange(0, 15).Draw(t, "skew") == 0,
+			Op:        rapid.SampledFrom(ops).Draw(t, "op"),
+			Player:    rapid.IntRange(0, len(players)-1).Draw(t, "player"),
+			To:        rapid.IntRange(0, len(players)-1).Draw(t, "to"),
+			GenPick:   rapid.IntRange(-1, 40).Draw(t, "gen"),
+			Attrs:     rapid.IntRange(0, 3).Draw(t, "attrs"),
+			Advance:   rapid.IntRange(-2, len(advances)-1).Draw(t, "advance"),
+			Skew:      rapid.IntRange(0, 15).Draw(t, "skew") == 0,
+			Actor:     rapid.IntRange(0, 2).Draw(t, "actor"),
+			Block:     rapid.IntRange(0, len(blocks)-1).Draw(t, "block"),
+			Locked:    rapid.IntRange(0, 1).Draw(t, "locked") == 1,
+			Overrides: rapid.IntRange(0, len(overrideChoices)-1).Draw(t, "overrides"),
 		}
 	}), 1, 60).Draw(t, "schedule")
 }
@@ -117,6 +143,23 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 		attrs = map[string]string{"role": "player"}
 	case 2:
 		attrs = map[string]string{"role": "spectator"}
+	case 3:
+		attrs = map[string]string{}
+	}
+	actor := p
+	switch st.Actor {
+	case 0:
+		actor = ""
+	case 1:
+		// The host the command will be judged against: the lobby caught
+		// up to its time, whether or not a sweeper has stored that yet.
+		view := r.s.Clone()
+		if _, err := r.m.Apply(view, Tick(), now); err != nil {
+			panic(err)
+		}
+		if view.Host != "" {
+			actor = view.Host
+		}
 	}
 	var cmd Command
 	switch st.Op {
@@ -132,6 +175,22 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 		cmd = Leave(p)
 	case OpTransferHost:
 		cmd = TransferHost(p, players[st.To])
+	case OpUpdate:
+		cmd = Update(p, attrs)
+	case OpKick:
+		target := players[st.To]
+		if st.Actor == 1 && st.Block == 0 {
+			// Now and then the host names itself.
+			target = actor
+			if target == "" {
+				target = p
+			}
+		}
+		cmd = Kick(actor, target, blocks[st.Block])
+	case OpLock:
+		cmd = Lock(actor, st.Locked)
+	case OpConfigure:
+		cmd = Configure(overrideChoices[st.Overrides])
 	default:
 		cmd = Tick()
 	}
@@ -162,11 +221,15 @@ func TestMachineMatchesModel(t *testing.T) {
 			res, err := m.Apply(run.s, cmd, now)
 			saved := *model
 			saved.members = cloneRefMembers(model.members)
+			saved.blocks = maps.Clone(model.blocks)
 			modelEvents, modelOut, refused := model.apply(cmd, now)
-			if refused != (err != nil) {
-				t.Fatalf("step %d %v %q at %v: machine error %v, model refused %v", i, cmd.Op, cmd.Player, now, err, refused)
+			if (refused == nil) != (err == nil) || (err != nil && !errors.Is(err, refused)) {
+				t.Fatalf("step %d %v %q at %v: machine error %v, model refused with %v", i, cmd.Op, cmd.Player, now, err, refused)
 			}
 			if err != nil {
+				if !IsRefusal(err) {
+					t.Fatalf("step %d: %v refused with %v, which IsRefusal denies", i, cmd.Op, err)
+				}
 				// Refusals commit nothing: the model's catch-up is undone.
 				*model = saved
 				if diff := cmp.Diff(before, run.s, cmpState); diff != "" {
@@ -226,6 +289,14 @@ func invariantErr(m *Machine, before, after *State, cmd Command, res Result, now
 	if now.Before(before.Updated) {
 		now = before.Updated
 	}
+	// The lobby the command was judged on: before, caught up to now.
+	caught := before.Clone()
+	if _, err := m.Apply(caught, Tick(), now); err != nil {
+		return err
+	}
+	if err := admissionErr(m, caught, after, cmd, now); err != nil {
+		return err
+	}
 	// 1. At rest, online exactly while holding a live generation; a
 	// reconnecting member is listed until its deadline.
 	for _, mem := range after.Members {
@@ -257,6 +328,7 @@ func invariantErr(m *Machine, before, after *State, cmd Command, res Result, now
 	// 4. One revision per visible change: each event differs visibly from
 	// the one before; no event means no visible change.
 	prevHost, prevView, prevTerm := before.Host, before.View(), before.Term
+	prevLocked, prevOverrides := before.Locked, before.Overrides
 	for _, e := range res.Events {
 		// The host term moves by one exactly when the host does.
 		wantTerm := prevTerm
@@ -267,15 +339,15 @@ func invariantErr(m *Machine, before, after *State, cmd Command, res Result, now
 			return fmt.Errorf("event %d (%s): host %q → %q, term %d after %d", e.Revision, e.Reason, e.PrevHost, e.Host, e.Term, prevTerm)
 		}
 		prevTerm = e.Term
-		if e.Host == prevHost && cmp.Equal(e.Members, prevView, cmpState) {
+		if e.Host == prevHost && e.Locked == prevLocked && e.Overrides == prevOverrides && cmp.Equal(e.Members, prevView, cmpState) {
 			return fmt.Errorf("event %d (%s) changes nothing visible", e.Revision, e.Reason)
 		}
 		if e.PrevHost != prevHost {
 			return fmt.Errorf("event %d: previous host %q, want %q", e.Revision, e.PrevHost, prevHost)
 		}
-		prevHost, prevView = e.Host, e.Members
+		prevHost, prevView, prevLocked, prevOverrides = e.Host, e.Members, e.Locked, e.Overrides
 	}
-	if after.Host != prevHost || !cmp.Equal(after.View(), prevView, cmpState) {
+	if after.Host != prevHost || after.Locked != prevLocked || after.Overrides != prevOverrides || !cmp.Equal(after.View(), prevView, cmpState) {
 		return fmt.Errorf("%v: a visible change without an event", cmd.Op)
 	}
 	if after.Term != prevTerm {
@@ -421,4 +493,69 @@ func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 			t.Fatalf("final state depends on sweeper timing (-unswept +swept):\n%s", diff)
 		}
 	})
+}
+
+// admissionErr checks the rules of the commands that admit, remove and
+// reconfigure, on a transition from caught (the lobby caught up to the
+// command's time) to after.
+func admissionErr(m *Machine, caught, after *State, cmd Command, now time.Time) error {
+	p := caught.Overrides.Apply(m.p)
+	switch cmd.Op {
+	case OpJoin:
+		if caught.Member(cmd.Player) == nil {
+			// A new player: never while blocked, never into a locked
+			// lobby, never beyond the member cap in force.
+			if end, ok := caught.Blocks[cmd.Player]; ok && now.Before(end) {
+				return fmt.Errorf("join: blocked player %s admitted at %v, block ends %v", cmd.Player, now, end)
+			}
+			if caught.Locked {
+				return fmt.Errorf("join: locked lobby admitted new player %s", cmd.Player)
+			}
+			if p.MaxMembers > 0 && len(caught.Members) >= p.MaxMembers {
+				return fmt.Errorf("join: %s admitted to a lobby of %d members, cap %d", cmd.Player, len(caught.Members), p.MaxMembers)
+			}
+		}
+		if n := p.MaxConnectionsPerPlayer; n > 0 {
+			if mem := after.Member(cmd.Player); mem == nil || len(mem.Conns) > n {
+				return fmt.Errorf("join: %s holds more than %d connections", cmd.Player, n)
+			}
+		}
+		fallthrough
+	case OpUpdate:
+		// New attributes never move a current host.
+		if caught.Host != "" && after.Host != caught.Host {
+			return fmt.Errorf("%v of %s moved the host %q → %q", cmd.Op, cmd.Player, caught.Host, after.Host)
+		}
+		if mem := after.Member(cmd.Player); cmd.Op == OpUpdate && (mem == nil || !maps.Equal(mem.Attrs, cmd.Attrs) && len(mem.Attrs)+len(cmd.Attrs) > 0) {
+			return fmt.Errorf("update of %s: attributes %v, want %v", cmd.Player, mem, cmd.Attrs)
+		}
+	case OpLock, OpConfigure:
+		if after.Host != caught.Host || len(after.Members) != len(caught.Members) {
+			return fmt.Errorf("%v changed the host or the members", cmd.Op)
+		}
+		if cmd.Op == OpLock && after.Locked != cmd.Locked {
+			return fmt.Errorf("lock(%v) left the lobby locked=%v", cmd.Locked, after.Locked)
+		}
+		if cmd.Op == OpConfigure && after.Overrides != cmd.Overrides.normalized() {
+			return fmt.Errorf("configure left overrides %+v", after.Overrides)
+		}
+	case OpKick:
+		if after.Member(cmd.To) != nil {
+			return fmt.Errorf("kick: %s is still a member", cmd.To)
+		}
+		if cmd.Player != "" && caught.Host != cmd.Player {
+			return fmt.Errorf("kick by %s, who does not host", cmd.Player)
+		}
+		end, blocked := after.Blocks[cmd.To]
+		if want := cmd.Block > 0 && cmd.To != cmd.Player; blocked != want || (want && !end.Equal(now.Add(cmd.Block))) {
+			return fmt.Errorf("kick of %s for %v: block %v (stored %v)", cmd.To, cmd.Block, end, blocked)
+		}
+	}
+	// No member is blocked, and every stored block is still to end.
+	for player, end := range after.Blocks {
+		if after.Member(player) != nil || !end.After(after.Updated) {
+			return fmt.Errorf("%v: block of %s until %v (member %v, last transition %v)", cmd.Op, player, end, after.Member(player) != nil, after.Updated)
+		}
+	}
+	return nil
 }
