@@ -9,9 +9,9 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
-// Update is one step of a watched lobby, in the order the lobby's commits
+// Change is one step of a watched lobby, in the order the lobby's commits
 // were made, whichever process made them.
-type Update struct {
+type Change struct {
 	Lobby string
 	// Version is the store version of the commit (the position of its
 	// entry in the lobby's effects log), or of the snapshot.
@@ -42,7 +42,7 @@ type Watcher struct {
 	ready chan struct{}
 
 	mu     sync.Mutex // guards the fields below
-	queue  []Update
+	queue  []Change
 	resync bool   // the reader must be given a snapshot next
 	skip   uint64 // drop queued updates at or below this version
 	closed bool
@@ -50,15 +50,15 @@ type Watcher struct {
 
 // Watch follows lobby id for this process: each commit to the lobby, by
 // this Service or by any process sharing its store, reaches the Watcher as
-// one Update, in version order, without gaps or repeats. Commits of this
+// one Change, in version order, without gaps or repeats. Commits of this
 // Service arrive at once, without a store read; commits of other processes
 // arrive through the store's change notifications (store.Notifier), which
 // Run listens to: while Run is not running, only this Service's commits
 // arrive, in order, and the others wait until it runs again.
 //
 // after is the revision the caller already shows. If the lobby is at that
-// revision, the first Update is the next commit; otherwise (a new reader
-// passes 0) the first Update is a Snapshot of the lobby now. Like Snapshot,
+// revision, the first Change is the next commit; otherwise (a new reader
+// passes 0) the first Change is a Snapshot of the lobby now. Like Snapshot,
 // Watch commits overdue deadlines first.
 //
 // Close the Watcher when done; a Watcher holds memory in this Service
@@ -93,19 +93,19 @@ func (s *Service) Watch(ctx context.Context, id string, after uint64) (*Watcher,
 	case behind:
 		w.resync = true
 	case snap.Revision != after:
-		w.queue = append(w.queue, Update{Lobby: id, Version: version, Snapshot: &snap})
+		w.queue = append(w.queue, Change{Lobby: id, Version: version, Snapshot: &snap})
 	}
 	return w, nil
 }
 
-// Next returns the next Update, waiting for one no longer than ctx allows.
+// Next returns the next Change, waiting for one no longer than ctx allows.
 // After Close it returns ErrWatchClosed.
-func (w *Watcher) Next(ctx context.Context) (Update, error) {
+func (w *Watcher) Next(ctx context.Context) (Change, error) {
 	for {
 		w.mu.Lock()
 		if w.closed {
 			w.mu.Unlock()
-			return Update{}, ErrWatchClosed
+			return Change{}, ErrWatchClosed
 		}
 		if w.resync {
 			w.resync, w.queue = false, nil
@@ -114,7 +114,7 @@ func (w *Watcher) Next(ctx context.Context) (Update, error) {
 		}
 		for len(w.queue) > 0 {
 			u := w.queue[0]
-			w.queue[0] = Update{}
+			w.queue[0] = Change{}
 			w.queue = w.queue[1:]
 			if u.Snapshot == nil && u.Version <= w.skip {
 				continue
@@ -128,14 +128,14 @@ func (w *Watcher) Next(ctx context.Context) (Update, error) {
 		w.mu.Unlock()
 		if w.lw.stale() {
 			if err := w.hub.read(ctx, w.lw); err != nil {
-				return Update{}, err
+				return Change{}, err
 			}
 			continue
 		}
 		select {
 		case <-w.ready:
 		case <-ctx.Done():
-			return Update{}, ctx.Err()
+			return Change{}, ctx.Err()
 		}
 	}
 }
@@ -160,7 +160,7 @@ func (w *Watcher) Close() {
 
 // snapshot gives the reader the lobby as it is now and drops queued
 // updates the snapshot already covers.
-func (w *Watcher) snapshot(ctx context.Context) (Update, error) {
+func (w *Watcher) snapshot(ctx context.Context) (Change, error) {
 	var snap Snapshot
 	var version uint64
 	_, err := w.hub.s.transact(ctx, w.lw.id, txn{cmd: Tick(), view: func(st *State, v uint64) {
@@ -170,19 +170,19 @@ func (w *Watcher) snapshot(ctx context.Context) (Update, error) {
 		w.mu.Lock()
 		w.resync = true // try again on the next call
 		w.mu.Unlock()
-		return Update{}, err
+		return Change{}, err
 	}
 	w.mu.Lock()
 	if version > w.skip {
 		w.skip = version
 	}
 	w.mu.Unlock()
-	return Update{Lobby: w.lw.id, Version: version, Snapshot: &snap}, nil
+	return Change{Lobby: w.lw.id, Version: version, Snapshot: &snap}, nil
 }
 
 // push queues u for the reader, or, past the buffer, drops the queue and
 // asks for a snapshot.
-func (w *Watcher) push(u Update, limit int) {
+func (w *Watcher) push(u Change, limit int) {
 	w.mu.Lock()
 	switch {
 	case w.closed, w.resync:
@@ -230,7 +230,7 @@ type lobbyWatch struct {
 	started  bool       // cursor is set
 	cursor   uint64     // every entry at or below it was handed out
 	known    uint64     // the highest version known to be committed
-	pending  []Update   // this Service's commits above a gap, in order
+	pending  []Change   // this Service's commits above a gap, in order
 	watchers map[*Watcher]struct{}
 }
 
@@ -285,7 +285,7 @@ func (h *watchHub) local(id string, version uint64, fx *Effects) {
 		return
 	}
 	lw.known = max(lw.known, version)
-	u := Update{Lobby: id, Version: version, Events: fx.Events, Ended: fx.Ended}
+	u := Change{Lobby: id, Version: version, Events: fx.Events, Ended: fx.Ended}
 	if len(lw.pending) == 0 && version == lw.cursor+1 {
 		lw.cursor = version
 		if !fx.Empty() {
@@ -358,7 +358,7 @@ func (lw *lobbyWatch) wakeAll() {
 }
 
 // deliver hands u to every Watcher; lw.mu is held.
-func (lw *lobbyWatch) deliver(u Update, limit int) {
+func (lw *lobbyWatch) deliver(u Change, limit int) {
 	for w := range lw.watchers {
 		w.push(u, limit)
 	}
@@ -404,7 +404,7 @@ func (h *watchHub) read(ctx context.Context, lw *lobbyWatch) error {
 					w.lostPlace()
 				}
 			} else if !fx.Empty() {
-				lw.deliver(Update{Lobby: lw.id, Version: e.Version, Events: fx.Events, Ended: fx.Ended}, h.buffer)
+				lw.deliver(Change{Lobby: lw.id, Version: e.Version, Events: fx.Events, Ended: fx.Ended}, h.buffer)
 			}
 			lw.cursor = e.Version
 		}

@@ -18,7 +18,7 @@ import (
 
 // next returns the watcher's next update, failing the test if none comes
 // within the hang guard.
-func next(t *testing.T, w *lobby.Watcher) lobby.Update {
+func next(t *testing.T, w *lobby.Watcher) lobby.Change {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
@@ -39,7 +39,7 @@ func nothingQueued(t *testing.T, w *lobby.Watcher) {
 	}
 }
 
-func reasons(u lobby.Update) []string {
+func reasons(u lobby.Change) []string {
 	var out []string
 	for _, e := range u.Events {
 		out = append(out, fmt.Sprintf("%d:%s:%s", e.Revision, e.Reason, e.Subject))
@@ -254,7 +254,7 @@ func watchSchedule(t *testing.T, seed uint64) {
 		}
 	}
 	gens := map[string]uint64{}
-	apply := func(u lobby.Update, f *follow) {
+	apply := func(u lobby.Change, f *follow) {
 		if u.Snapshot != nil {
 			if u.Snapshot.Revision < f.rev {
 				t.Fatalf("seed %d: %s watcher in %d: snapshot at %d after revision %d", seed, f.id, f.svc, u.Snapshot.Revision, f.rev)
