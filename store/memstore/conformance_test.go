@@ -9,5 +9,9 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(*testing.T) store.Store { return memstore.New() })
+	storetest.RunWith(t,
+		func(*testing.T) store.Store { return memstore.New() },
+		storetest.Options{NewRetained: func(_ *testing.T, r store.Retention) store.Store {
+			return memstore.New(memstore.WithRetention(r))
+		}})
 }

@@ -5,33 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/storetest"
 )
-
-// seed returns the seed of a randomised test and logs it: the value of
-// LOBBYHOST_SEED if set (as storetest.Seed does, so one variable replays
-// every randomised test of the module), else a random one.
-func seed(t *testing.T) uint64 {
-	t.Helper()
-	if v := os.Getenv("LOBBYHOST_SEED"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("LOBBYHOST_SEED=%q is not a decimal uint64: %v", v, err)
-		}
-		t.Logf("seed %d, from LOBBYHOST_SEED", n)
-		return n
-	}
-	n := rand.Uint64()
-	t.Logf("seed %d (replay with LOBBYHOST_SEED=%d)", n, n)
-	return n
-}
 
 var t0 = time.Date(2031, 3, 14, 15, 9, 26, 535897932, time.UTC)
 
@@ -77,7 +58,7 @@ func checkIndex(t *testing.T, s *Store) {
 func TestIndexStaysConsistent(t *testing.T) {
 	ctx := context.Background()
 	s := New()
-	rng := rand.New(rand.NewPCG(seed(t), 8))
+	rng := rand.New(rand.NewPCG(storetest.Seed(t), 8))
 	version := map[string]uint64{}
 	deadline := map[string]time.Time{}
 	for step := range 20000 {

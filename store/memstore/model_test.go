@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/store"
+	"github.com/lobbyhost/lobbyhost/storetest"
 )
 
 // checkLog verifies the log's internal invariants: kept positions increase
@@ -136,7 +137,7 @@ type modelEntry struct {
 // the end has read every entry once or been told it was trimmed.
 func TestAgainstModel(t *testing.T) {
 	ctx := context.Background()
-	rng := rand.New(rand.NewPCG(seed(t), 3))
+	rng := rand.New(rand.NewPCG(storetest.Seed(t), 3))
 	const entries, age = 3, time.Minute
 	s := New(WithRetention(store.Retention{Entries: entries, Age: age}))
 	if err := s.RegisterConsumer(ctx, "relay"); err != nil {
