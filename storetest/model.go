@@ -27,6 +27,32 @@ type model struct {
 	logs    map[string]*modelLog    // every ID with a record or a tombstone
 	global  uint64                  // what every other ID reports as its floor
 	now     time.Time               // the writers' clock: each write's At
+
+	consumers map[string]*modelConsumer // registered names
+	claimNow  time.Time                 // the consumers' clock: each ClaimLog's now
+}
+
+// modelConsumer is a durable consumer: a cursor for each lobby that had an
+// entry since it registered, and its claims.
+type modelConsumer struct {
+	cursors map[string]uint64
+	claims  map[string]time.Time // claimed until
+}
+
+// available is what ClaimLog(name, now) may return: the lobbies with
+// entries after the cursor that name does not hold at now.
+func (m *model) available(name string, now time.Time) map[string]uint64 {
+	out := map[string]uint64{}
+	c := m.consumers[name]
+	if c == nil {
+		return out
+	}
+	for id, cur := range c.cursors {
+		if m.head(id) > cur && !now.Before(c.claims[id]) {
+			out[id] = cur
+		}
+	}
+	return out
 }
 
 type modelLog struct {
@@ -113,7 +139,8 @@ var modelDeadlines = []time.Time{
 
 // checkModel: random sequences of calls (writes with right and wrong
 // versions, with and without Effects, deletes, loads, due queries, log
-// reads and heads, and with retention, trims as the writers' clock moves)
+// reads and heads; without retention, consumers registering, claiming and
+// committing; with retention, trims as the writers' clock moves)
 // give the same results as the reference model, and after every step the
 // store shows exactly the model's records, floors, due index and logs.
 // Each rapid iteration uses a new store.
@@ -125,7 +152,8 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 			rt.Fatal("newStore returned a nil store")
 		}
 		m := &model{records: map[string]store.Record{}, floors: map[string]uint64{}, tombs: map[string][]byte{},
-			logs: map[string]*modelLog{}, now: t0.Truncate(time.Millisecond)}
+			logs: map[string]*modelLog{}, now: t0.Truncate(time.Millisecond),
+			consumers: map[string]*modelConsumer{}, claimNow: t0}
 		genID := rapid.SampledFrom(modelIDs)
 		genData := rapid.SliceOfN(rapid.Byte(), 0, 6)
 		genDeadline := rapid.SampledFrom(modelDeadlines)
@@ -191,6 +219,11 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 				}
 				if effects != nil {
 					l.entries = append(l.entries, store.Entry{Lobby: id, Version: right + 1, At: w.At, Data: bytes.Clone(effects)})
+					for _, c := range m.consumers {
+						if _, ok := c.cursors[id]; !ok {
+							c.cursors[id] = right // just before the first entry it is due
+						}
+					}
 				}
 			},
 			"Delete": func(rt *rapid.T) {
@@ -276,6 +309,74 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 					rt.Fatalf("due index differs from the model (-want +got):\n%s", d)
 				}
 			},
+		}
+		if !retained {
+			// Consumers, where nothing is trimmed (a consumer's work
+			// is then exactly the entries after its cursors).
+			genName := rapid.SampledFrom([]string{"c1", "c2", "c3"})
+			register := func(name string) {
+				if m.consumers[name] == nil {
+					m.consumers[name] = &modelConsumer{cursors: map[string]uint64{}, claims: map[string]time.Time{}}
+				}
+			}
+			actions["RegisterConsumer"] = func(rt *rapid.T) {
+				name := genName.Draw(rt, "name")
+				if err := s.RegisterConsumer(ctx, name); err != nil {
+					rt.Fatalf("RegisterConsumer(%q) = %v", name, err)
+				}
+				register(name)
+			}
+			actions["ClaimLog"] = func(rt *rapid.T) {
+				name := genName.Draw(rt, "name")
+				limit := rapid.IntRange(1, 5).Draw(rt, "limit")
+				hold := time.Duration(rapid.IntRange(1, 3).Draw(rt, "hold minutes")) * time.Minute
+				now := m.claimNow
+				m.claimNow = m.claimNow.Add(time.Duration(rapid.IntRange(0, 2).Draw(rt, "minutes on")) * time.Minute)
+				got, err := s.ClaimLog(ctx, name, now, limit, hold)
+				if err != nil {
+					rt.Fatalf("ClaimLog(%q, %v, %d, %v) = %v", name, now, limit, hold, err)
+				}
+				register(name)
+				avail := m.available(name, now)
+				if len(got) != min(limit, len(avail)) {
+					rt.Fatalf("ClaimLog(%q, %v, %d, %v) = %v; want %d of the lobbies with work and no hold: %v",
+						name, now, limit, hold, got, min(limit, len(avail)), avail)
+				}
+				for _, c := range got {
+					cur, ok := avail[c.Lobby]
+					if !ok || c.After != cur {
+						rt.Fatalf("ClaimLog(%q, %v, %d, %v) = %v; want cursors among %v (lobby: cursor), each once",
+							name, now, limit, hold, got, avail)
+					}
+					delete(avail, c.Lobby)
+					m.consumers[name].claims[c.Lobby] = now.Add(hold)
+				}
+			}
+			actions["CommitLog"] = func(rt *rapid.T) {
+				name := genName.Draw(rt, "name")
+				c := m.consumers[name]
+				if c == nil {
+					if err := s.CommitLog(ctx, name, modelIDs[0], 0); !errors.Is(err, store.ErrInvalid) {
+						rt.Fatalf("CommitLog(%q) of a name never registered = %s, want %v", name, describe(err), store.ErrInvalid)
+					}
+					return
+				}
+				var ids []string
+				for id := range c.cursors {
+					ids = append(ids, id)
+				}
+				if len(ids) == 0 {
+					return
+				}
+				slices.Sort(ids)
+				id := rapid.SampledFrom(ids).Draw(rt, "lobby")
+				after := rapid.Uint64Range(0, m.head(id)+1).Draw(rt, "after")
+				if err := s.CommitLog(ctx, name, id, after); err != nil {
+					rt.Fatalf("CommitLog(%q, %q, %d) = %v", name, id, after, err)
+				}
+				c.cursors[id] = max(c.cursors[id], after)
+				delete(c.claims, id)
+			}
 		}
 		if retained {
 			actions["Tick"] = func(rt *rapid.T) {

@@ -618,7 +618,7 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 				s.cursors[ck] = e.Version - 1
 			}
 		}
-		if _, ok := pending[k]; !ok {
+		if _, ok := pending[k]; !ok && e.Version > s.cursors[ck] {
 			pending[k] = work{id: id, seq: s.appends}
 		}
 	}
