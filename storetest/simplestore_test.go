@@ -232,6 +232,9 @@ var (
 	// CommitLog forgets the lobby, although a write came after the
 	// position committed.
 	commitLosesWrite = flaw{"commit-loses-write", "ConsumerClaims"}
+	// CommitLog releases the claim at once but moves the cursor only
+	// after a window: a ClaimLog in between hands out the old cursor.
+	commitAppliedLate = flaw{"commit-cursor-late", "ConsumersLinearizable"}
 	// CommitLog of an unregistered name registers it instead of ErrInvalid.
 	commitRegisters = flaw{"commit-registers", "Invalid"}
 	// ClaimLog takes a hold of 0.
@@ -279,7 +282,7 @@ var flaws = []flaw{
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
-	consumerStartsAtZero, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
+	consumerStartsAtZero, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
@@ -1031,16 +1034,31 @@ func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pending, ok := s.consumers[name]
-	if !ok {
+	if _, ok := s.consumers[name]; !ok {
 		if s.flaw != commitRegisters {
 			return store.ErrInvalid
 		}
 		s.register(name)
-		pending = s.consumers[name]
 	}
 	k := s.key(id)
 	ck := s.ckey(name, k)
+	if s.flaw == commitAppliedLate {
+		delete(s.logClaims, ck)
+		go func() {
+			window()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.applyCommit(name, k, ck, after)
+		}()
+		return nil
+	}
+	s.applyCommit(name, k, ck, after)
+	return nil
+}
+
+// applyCommit is CommitLog's change; the caller holds mu.
+func (s *simpleStore) applyCommit(name, k, ck string, after uint64) {
+	pending := s.consumers[name]
 	if s.flaw == commitMovesBack {
 		s.cursors[ck] = after
 	} else {
@@ -1054,7 +1072,6 @@ func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint
 	if head <= s.cursors[ck] || s.flaw == commitLosesWrite {
 		delete(pending, k)
 	}
-	return nil
 }
 
 func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {

@@ -162,6 +162,7 @@ var checks = []check{
 	{"Consumers", onStore(checkConsumers)},
 	{"ConsumerClaims", onStore(checkConsumerClaims)},
 	{"ConsumersConcurrent", onStore(checkConsumersConcurrent)},
+	{"ConsumersLinearizable", onStore(checkConsumersLinearizable)},
 	{"DueOrder", onStore(checkDueOrder)},
 	{"DueMoves", onStore(checkDueMoves)},
 	{"LargeRecord", onStore(checkLargeRecord)},
