@@ -99,7 +99,7 @@ func checkConsumers(h *harness) {
 	write("cons-b", false)
 	write("cons-b", true) // position 3
 	// A claim that is over before drain's ClaimLog at t0.
-	h.expectClaim("alpha", t0.Add(-time.Hour), 10, time.Nanosecond, []store.Cursor{
+	h.expectClaim("alpha", t0.Add(-time.Hour), 10, time.Minute, []store.Cursor{
 		{Lobby: "cons-a", After: 1}, {Lobby: "cons-b", After: 2}, {Lobby: "cons-c", After: 0},
 	})
 	h.expectClaim("beta", t0, 10, time.Minute, nil) // registers beta, with nothing to do

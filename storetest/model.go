@@ -57,10 +57,13 @@ func (m *model) available(name string, now time.Time) map[string]uint64 {
 
 type modelLog struct {
 	entries []store.Entry
-	// trimmed is the highest position retention removed, or the
-	// store-wide floor when the lobby was created from nothing: no
-	// position at or below it can be read.
+	// trimmed is the highest position retention removed from the log.
 	trimmed uint64
+	// born is the store-wide floor when the lobby was created from
+	// nothing (no record, no tombstone): positions up to it may have
+	// been an earlier life's, trimmed since, so a read after a position
+	// below it may report compaction up to born, or read what there is.
+	born uint64
 }
 
 func (m *model) version(id string) uint64 {
@@ -89,17 +92,21 @@ func (m *model) head(id string) uint64 {
 }
 
 // readLog is what ReadLog(id, after, limit) returns: entries, or the
-// Trimmed of a CompactedError (0 for none).
-func (m *model) readLog(id string, after uint64, limit int) ([]store.Entry, uint64) {
+// Trimmed of a CompactedError (0 for none); if maybe, a CompactedError
+// with Trimmed maybe is right too.
+func (m *model) readLog(id string, after uint64, limit int) (entries []store.Entry, trimmed, maybe uint64) {
 	l := m.logs[id]
 	if l == nil {
 		if after < m.global {
-			return nil, m.global
+			return nil, m.global, 0
 		}
-		return nil, 0
+		return nil, 0, 0
 	}
 	if after < l.trimmed {
-		return nil, l.trimmed
+		return nil, l.trimmed, 0
+	}
+	if after < l.born {
+		maybe = l.born
 	}
 	var out []store.Entry
 	for _, e := range l.entries {
@@ -107,7 +114,7 @@ func (m *model) readLog(id string, after uint64, limit int) ([]store.Entry, uint
 			out = append(out, e)
 		}
 	}
-	return out, 0
+	return out, 0, maybe
 }
 
 // folds reports the IDs without a record whose log is empty: their
@@ -214,7 +221,7 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 				delete(m.tombs, id)
 				l := m.logs[id]
 				if l == nil {
-					l = &modelLog{trimmed: m.global}
+					l = &modelLog{born: m.global}
 					m.logs[id] = l
 				}
 				if effects != nil {
@@ -447,8 +454,11 @@ func modelLoad(ctx context.Context, rt *rapid.T, s store.Store, m *model, id str
 
 // modelReadLog compares ReadLog(id, after, limit) with the model.
 func modelReadLog(ctx context.Context, rt *rapid.T, s store.Store, m *model, id string, after uint64, limit int) {
-	want, trimmed := m.readLog(id, after, limit)
+	want, trimmed, maybe := m.readLog(id, after, limit)
 	got, err := s.ReadLog(ctx, id, after, limit)
+	if maybe > 0 && errors.Is(err, store.ErrCompacted) {
+		trimmed = maybe
+	}
 	if trimmed > 0 {
 		var ce *store.CompactedError
 		if !errors.As(err, &ce) || !errors.Is(err, store.ErrCompacted) {
