@@ -220,6 +220,9 @@ var (
 	// A new consumer's cursors start at 0: it sees entries written before
 	// it registered.
 	consumerStartsAtZero = flaw{"consumer-starts-at-zero", "Consumers"}
+	// RegisterConsumer returns at once and registers the name a moment
+	// later: writes in between are lost to it.
+	registersLate = flaw{"registers-late", "ConsumerRegistration"}
 	// All consumer names share one cursor per lobby.
 	consumersShareCursors = flaw{"consumers-share-cursors", "Consumers"}
 	// ClaimLog hands out lobbies claimed under the same name again.
@@ -282,7 +285,7 @@ var flaws = []flaw{
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
-	consumerStartsAtZero, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
+	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
@@ -972,6 +975,15 @@ func (s *simpleStore) RegisterConsumer(ctx context.Context, name string) error {
 	}
 	if name == "" {
 		return store.ErrInvalid
+	}
+	if s.flaw == registersLate {
+		go func() {
+			time.Sleep(time.Millisecond)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.register(name)
+		}()
+		return nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -160,6 +160,7 @@ var checks = []check{
 	{"TrimLog", onRetained(store.Retention{Age: time.Hour}, checkTrimLog)},
 	{"TombstoneFold", onRetained(store.Retention{Age: time.Hour}, checkTombstoneFold)},
 	{"Consumers", onStore(checkConsumers)},
+	{"ConsumerRegistration", onStore(checkConsumerRegistration)},
 	{"ConsumerClaims", onStore(checkConsumerClaims)},
 	{"ConsumersConcurrent", onStore(checkConsumersConcurrent)},
 	{"ConsumersLinearizable", onStore(checkConsumersLinearizable)},
