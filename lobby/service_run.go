@@ -284,6 +284,7 @@ func (s *Service) relayLoop(ctx context.Context) {
 		}
 		switch {
 		case err != nil:
+			s.unregistered()
 			failures++
 			d := backoff(failures)
 			s.log.Warn("lobby relay failed", "err", err, "retry_in", d)
@@ -392,6 +393,16 @@ func (s *Service) ensureConsumer(ctx context.Context) error {
 	}
 	s.registered.Store(true)
 	return nil
+}
+
+// unregistered is called after a store error: a store that lost its data
+// (a Redis without persistence that restarted, say) lost the relay's
+// registration with it, so the next write registers again before it
+// commits, and what the relay misses is no more than what the store lost.
+func (s *Service) unregistered() {
+	if s.cfg.publisher != nil {
+		s.registered.Store(false)
+	}
 }
 
 // trimLog removes effects older than the store's retention, at most once a

@@ -278,6 +278,9 @@ func (s *Service) write(ctx context.Context, id string, expected uint64, st *Sta
 	}
 	w.Data = buf[:n:n]
 	err := s.st.Write(ctx, w)
+	if err != nil && !errors.Is(err, store.ErrConflict) {
+		s.unregistered()
+	}
 	// Reuse the buffer only when the store is known to be done with it: a
 	// store that gave up early (a cancelled context, a lost connection) may
 	// still have the write queued in a pipelined client.

@@ -28,6 +28,8 @@
 package lobbytest
 
 import (
+	"time"
+
 	"testing"
 
 	"github.com/lobbyhost/lobbyhost/store"
@@ -37,13 +39,20 @@ import (
 type Harness interface {
 	// NewStore returns an empty store that no other call shares (its own
 	// schema, key prefix or instance) and registers its cleanup with
-	// t.Cleanup. It may call t.Skip or t.Fatal.
+	// t.Cleanup. It may call t.Skip or t.Fatal. The store keeps at least
+	// MinRetention of effects log (the suite holds its relay back for
+	// thousands of commits and then checks that nothing was lost).
 	NewStore(t testing.TB) store.Store
 	// Connect returns another handle on the data of s, one store obtained
 	// from NewStore: what a second process would open (its own connections,
 	// the same schema or prefix). An in-memory store returns s itself.
 	Connect(t testing.TB, s store.Store) store.Store
 }
+
+// MinRetention is the least effects-log retention the stores of a Harness
+// keep: more entries per lobby than the suite ever commits to one, for
+// longer than it runs.
+var MinRetention = store.Retention{Entries: 1 << 20, Age: time.Hour}
 
 // Restarter is a Harness whose stores can live on a server of their own,
 // which the suite kills under traffic and starts again.

@@ -32,7 +32,7 @@ var (
 
 func (h memHarness) NewStore(testing.TB) store.Store {
 	s := &memServer{flaw: h.flaw}
-	s.inner.Store(memstore.New())
+	s.inner.Store(memstore.New(memstore.WithRetention(lobbytest.MinRetention)))
 	return s
 }
 
@@ -86,7 +86,7 @@ func (s *memServer) Kill(*testing.T) { s.down.Store(true) }
 
 func (s *memServer) Start(*testing.T) {
 	if s.volatile {
-		s.inner.Store(memstore.New())
+		s.inner.Store(memstore.New(memstore.WithRetention(lobbytest.MinRetention)))
 	}
 	s.down.Store(false)
 }

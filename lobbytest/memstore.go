@@ -6,4 +6,4 @@ import (
 )
 
 // memstoreNew returns the reference store of the uninterrupted runs.
-func memstoreNew() store.Store { return memstore.New() }
+func memstoreNew() store.Store { return memstore.New(memstore.WithRetention(MinRetention)) }
