@@ -184,17 +184,64 @@ func (s *Service) TransferHost(ctx context.Context, id, actor, to string) (Resul
 	return s.Do(ctx, id, TransferHost(actor, to))
 }
 
-// Snapshot is the current view of a lobby, as clients see it.
+// Update replaces player's attributes in lobby id (nil or empty clears
+// them) without touching its connections or its reconnect deadline: a
+// server-side change such as a role or a ready flag. Storing the set
+// already stored is a no-op; otherwise it is a visible change (reason
+// updated) and eligibility is judged again (a current host keeps the role,
+// an empty host seat is filled). A player that is not a member gets
+// ErrNotMember.
+func (s *Service) Update(ctx context.Context, id, player string, attrs map[string]string) (Result, error) {
+	return s.Do(ctx, id, Update(player, attrs))
+}
+
+// Kick removes target from lobby id now, with every connection and no
+// grace (reason kicked). actor is the player asking, who must be the
+// current host (ErrNotHost otherwise; a host in its grace may kick), or ""
+// for the server itself. A target that is not a member gets ErrNotMember,
+// so a replayed kick is refused. A positive block refuses the target's
+// joins until the kick's time plus block (ErrBlocked), even if the lobby
+// empties; 0 blocks nothing and a later kick replaces the block. A host
+// kicking itself leaves (reason left, no block).
+func (s *Service) Kick(ctx context.Context, id, actor, target string, block time.Duration) (Result, error) {
+	return s.Do(ctx, id, Kick(actor, target, block))
+}
+
+// Lock closes lobby id to new players (locked true) or opens it again.
+// Reconnecting members and further tabs of members are still admitted; a
+// new player gets ErrLocked. actor must be the current host, or "" for the
+// server; locking a locked lobby is a no-op.
+func (s *Service) Lock(ctx context.Context, id, actor string, locked bool) (Result, error) {
+	return s.Do(ctx, id, Lock(actor, locked))
+}
+
+// Configure replaces lobby id's overrides of the Service's policy (grace,
+// heartbeat TTL, member cap, tab cap; the zero Overrides goes back to the
+// policy), stored with the lobby so every process applies them. They apply
+// to deadlines set afterwards; a lower cap evicts nobody. Overrides that
+// make an invalid policy get ErrInvalidPolicy.
+func (s *Service) Configure(ctx context.Context, id string, o Overrides) (Result, error) {
+	return s.Do(ctx, id, Configure(o))
+}
+
+// Snapshot is the current view of a lobby, as clients see it. Its JSON form
+// uses the field names in the tags, with members as MemberView encodes
+// them (see docs/rules.md).
 type Snapshot struct {
-	Lobby    string
-	Revision uint64
+	Lobby    string `json:"lobby"`
+	Revision uint64 `json:"revision"`
 	// Term is the host term (see State.Term): fence host-only actions in
 	// other systems with it.
-	Term uint64
+	Term uint64 `json:"term"`
 	// Host is "" when nobody hosts.
-	Host string
-	// Members are in join-sequence order.
-	Members []MemberView
+	Host string `json:"host"`
+	// Locked: new players are refused (see Lock).
+	Locked bool `json:"locked"`
+	// Overrides are the lobby's own settings over the Service's policy.
+	Overrides Overrides `json:"overrides,omitzero"`
+	// Members are in join-sequence order, each with its reconnect
+	// deadline while it is reconnecting.
+	Members []MemberView `json:"members"`
 }
 
 // Snapshot returns the lobby's current view. Deadlines that are overdue are
@@ -210,7 +257,11 @@ func (s *Service) Snapshot(ctx context.Context, id string) (Snapshot, error) {
 }
 
 func snapshotOf(st *State) Snapshot {
-	return Snapshot{Lobby: st.ID, Revision: st.Revision, Term: st.Term, Host: st.Host, Members: st.View()}
+	members := st.View()
+	if members == nil {
+		members = []MemberView{}
+	}
+	return Snapshot{Lobby: st.ID, Revision: st.Revision, Term: st.Term, Host: st.Host, Locked: st.Locked, Overrides: st.Overrides, Members: members}
 }
 
 // Reclaim deletes an empty lobby's record from the store, keeping only a
@@ -220,8 +271,10 @@ func snapshotOf(st *State) Snapshot {
 // the last transition before it. Due deadlines
 // are applied first and, if they leave the lobby empty, committed before the
 // delete. It returns ErrNotEmpty if the lobby still has members after them,
-// and then commits nothing at all, not even the catch-up. A lobby without a
-// record is already reclaimed: nil. Pending outbox events are not affected.
+// or holds a kick's block still in force (a lobby created again would
+// forget it), and then commits nothing at all, not even the catch-up. A
+// lobby without a record is already reclaimed: nil. The lobby's effects log
+// is not affected: its entries stay readable for the store's retention.
 func (s *Service) Reclaim(ctx context.Context, id string) error {
 	_, err := s.transact(ctx, id, txn{cmd: Tick(), reclaim: true})
 	return err

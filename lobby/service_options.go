@@ -96,6 +96,7 @@ type config struct {
 	cacheIdle  time.Duration
 	class      func(lobby, player string) string
 	relayName  string
+	emptyTTL   time.Duration
 	watchBuf   int
 	watchPoll  time.Duration
 }
@@ -272,6 +273,23 @@ func WithWatchPoll(d time.Duration) Option {
 			return fmt.Errorf("%w: watch poll must be positive", ErrInvalidOption)
 		}
 		c.watchPoll = d
+		return nil
+	}
+}
+
+// WithEmptyLobbyTTL makes the sweeper reclaim a lobby once it has been
+// empty for d (as Reclaim does: its record goes, its floor stays, so a lobby
+// created again under the ID continues above every number issued before).
+// An empty lobby whose kick blocks are still in force is kept until the
+// last one ends. Without this option (the default) empty lobbies stay until
+// Reclaim is called. Only lobbies written while the option is set carry the
+// deadline that wakes the sweeper. d must be positive.
+func WithEmptyLobbyTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: empty-lobby TTL must be positive", ErrInvalidOption)
+		}
+		c.emptyTTL = d
 		return nil
 	}
 }

@@ -256,7 +256,7 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 				continue
 			}
 			seen[d.ID] = true
-			res, err := s.Do(ctx, d.ID, Tick())
+			res, err := s.transact(ctx, d.ID, txn{cmd: Tick(), idle: true})
 			if err != nil {
 				if ctx.Err() != nil {
 					return changed, now, ctx.Err()

@@ -20,6 +20,9 @@ type txn struct {
 	// refused with ErrNotEmpty (committing nothing); an empty one is
 	// committed and then deleted from the store, keeping its floor.
 	reclaim bool
+	// idle: a sweep; an empty lobby past the empty-lobby TTL (and its
+	// blocks) is reclaimed after the command.
+	idle bool
 	// view, if set, sees the committed state the transaction ended on and
 	// its store version, under the lobby's lock. It must not keep the
 	// state.
@@ -116,8 +119,13 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 		}
 		o.at = s.clock.Now()
 		res, err := s.m.applyChecked(work, t.cmd, o.at)
-		if err == nil && t.reclaim && len(work.Members) > 0 {
-			err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}
+		if err == nil && t.reclaim {
+			switch until := work.BlockedUntil(); {
+			case len(work.Members) > 0:
+				err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}
+			case until.After(o.at):
+				err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: "a block in force until " + until.Format(time.RFC3339Nano)}
+			}
 		}
 		if err != nil || !res.Changed {
 			// Nothing to write, and work is unchanged (a refusal leaves
@@ -155,9 +163,9 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			s.hub.local(id, sl.version, &Effects{Events: res.Events, Ended: res.Ended})
 			o.committed = true
 			o.events = append(o.events, res.Events...)
-			o.deadline = work.NextDeadline()
+			o.deadline = s.deadline(work)
 		}
-		if t.reclaim {
+		if t.reclaim || (t.idle && s.idleOver(work, o.at)) {
 			if err := s.delete(ctx, id, sl); err != nil {
 				if errors.Is(err, store.ErrConflict) {
 					// Another writer came between: judge the fresh lobby.
@@ -175,6 +183,26 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 	}
 	o.attempts = s.cfg.maxRetries
 	return fail(fmt.Errorf("%w: lobby %q after %d attempts: %w", ErrContention, id, s.cfg.maxRetries, store.ErrConflict))
+}
+
+// deadline is when the stored lobby next needs the sweeper: its next
+// heartbeat or reconnect deadline, or, for an empty lobby under an
+// empty-lobby TTL, the moment it may be reclaimed.
+func (s *Service) deadline(st *State) time.Time {
+	if s.cfg.emptyTTL > 0 && len(st.Members) == 0 {
+		at := st.Updated.Add(s.cfg.emptyTTL)
+		if b := st.BlockedUntil(); b.After(at) {
+			at = b
+		}
+		return at
+	}
+	return st.NextDeadline()
+}
+
+// idleOver reports whether st is an empty lobby whose empty-lobby TTL and
+// blocks are over at now.
+func (s *Service) idleOver(st *State, now time.Time) bool {
+	return s.cfg.emptyTTL > 0 && len(st.Members) == 0 && !now.Before(s.deadline(st))
 }
 
 // delete removes an empty lobby's record, keeping a floor above every value
@@ -271,7 +299,7 @@ func (s *Service) write(ctx context.Context, id string, expected uint64, st *Sta
 	bp := bufPool.Get().(*[]byte)
 	buf := AppendState((*bp)[:0], st)
 	n := len(buf)
-	w := store.Write{ID: id, Expected: expected, Deadline: st.NextDeadline(), At: st.Updated}
+	w := store.Write{ID: id, Expected: expected, Deadline: s.deadline(st), At: st.Updated}
 	if len(res.Events) > 0 || len(res.Ended) > 0 {
 		buf = AppendEffects(buf, &Effects{Events: res.Events, Ended: res.Ended})
 		w.Effects = buf[n:len(buf):len(buf)]
