@@ -208,6 +208,9 @@ var (
 	trimByWallClock = flaw{"trim-by-wall-clock", "TrimLog"}
 	// TrimLog returns its limit, not how many it removed.
 	trimCountsLimit = flaw{"trim-returns-limit", "TrimLog"}
+	// A deleted lobby created again forgets what retention trimmed from
+	// its log: a read below the trimmed position is not compacted.
+	recreateForgetsTrim = flaw{"recreate-forgets-trim", "TombstoneFold"}
 	// A tombstone stays after its lobby's last entry is trimmed.
 	tombstoneOutlivesLog = flaw{"tombstone-outlives-log", "TombstoneFold"}
 	// Folding a tombstone forgets its floor.
@@ -238,6 +241,9 @@ var (
 	// CommitLog releases the claim at once but moves the cursor only
 	// after a window: a ClaimLog in between hands out the old cursor.
 	commitAppliedLate = flaw{"commit-cursor-late", "ConsumersLinearizable"}
+	// ClaimLog returns (and claims) every lobby with work, whatever the
+	// limit.
+	logClaimIgnoresLimit = flaw{"logclaim-ignores-limit", "Model"}
 	// CommitLog of an unregistered name registers it instead of ErrInvalid.
 	commitRegisters = flaw{"commit-registers", "Invalid"}
 	// ClaimLog takes a hold of 0.
@@ -284,8 +290,8 @@ var flaws = []flaw{
 	effectsOnConflict, effectsBeforeRecord, recordBeforeEffects, positionIsCount, atMilliseconds, emptyEffectsDropped,
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
-	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
-	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
+	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
+	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
@@ -577,6 +583,8 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 		s.logs[k] = &simpleLog{id: rec.ID, trimmed: s.global}
 	} else if !existed && s.flaw == recreateClearsLog {
 		l.entries = nil
+	} else if !existed && s.flaw == recreateForgetsTrim {
+		l.trimmed = 0
 	}
 	delete(s.tombs, k)
 	s.records[k] = rec
@@ -1020,7 +1028,9 @@ func (s *simpleStore) ClaimLog(ctx context.Context, name string, now time.Time, 
 		found = append(found, item{k, w})
 	}
 	slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.w.seq, b.w.seq) })
-	found = found[:min(len(found), limit)]
+	if s.flaw != logClaimIgnoresLimit {
+		found = found[:min(len(found), limit)]
+	}
 	out := make([]store.Cursor, len(found))
 	for i, it := range found {
 		out[i] = store.Cursor{Lobby: it.w.id, After: s.cursors[s.ckey(name, it.k)]}
