@@ -132,10 +132,12 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 
 // CommitLog moves name's cursor for lobby id up to after (never down) and
 // releases name's claim on it, in one round trip (a pipelined implicit
-// transaction). A cursor left with nothing to do is removed; the next write
-// with a log entry creates it again, just before its own entry. A write
-// that commits meanwhile has raised the cursor's head above after, so the
-// lobby stays pending. An unregistered name is store.ErrInvalid.
+// transaction). A cursor left with nothing to do is removed once the
+// lobby's version has reached it; the next write with a log entry creates
+// it again, just before its own entry. A cursor committed beyond the
+// lobby's version stays, so entries up to it are never due. A write that
+// commits meanwhile has raised the cursor's head above after, so the lobby
+// stays pending. An unregistered name is store.ErrInvalid.
 func (s *Store) CommitLog(ctx context.Context, name, id string, after uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err

@@ -393,6 +393,47 @@ func TestConsumerLifecycle(t *testing.T) {
 	if c := claim("c", now.Add(3*time.Hour)); len(c) != 0 {
 		t.Fatalf("ClaimLog with everything committed = %v, want none", c)
 	}
+	// A commit beyond what was written holds: b is at version 3, c
+	// commits 5, so the entries at 4 and 5 are not due, the one at 6 is.
+	if err := s.CommitLog(ctx, "c", "b", 5); err != nil {
+		t.Fatal(err)
+	}
+	for v := uint64(3); v < 5; v++ {
+		write(t, s, store.Write{ID: "b", Expected: v, At: now, Effects: []byte("skipped")})
+		if c := claim("c", now.Add(4*time.Hour)); len(c) != 0 {
+			t.Fatalf("ClaimLog after a write at %d below the commit = %v, want none", v+1, c)
+		}
+	}
+	write(t, s, store.Write{ID: "b", Expected: 5, At: now, Effects: []byte("due")})
+	if c := claim("c", now.Add(4*time.Hour)); !cmp.Equal(c, []store.Cursor{{Lobby: "b", After: 5}}) {
+		t.Fatalf("ClaimLog after a write above the commit = %v, want b after 5", c)
+	}
+	// The same for a lobby the consumer never had a cursor for.
+	if err := s.CommitLog(ctx, "c", "z", 2); err != nil {
+		t.Fatal(err)
+	}
+	write(t, s, store.Write{ID: "z", At: now, Effects: []byte("1")})
+	write(t, s, store.Write{ID: "z", Expected: 1, At: now, Effects: []byte("2")})
+	if c := claim("c", now.Add(5*time.Hour)); !cmp.Equal(c, []store.Cursor{{Lobby: "b", After: 5}}) {
+		t.Fatalf("ClaimLog after writes to z up to its commit = %v, want only b", c)
+	}
+	write(t, s, store.Write{ID: "z", Expected: 2, At: now, Effects: []byte("3")})
+	if c := claim("c", now.Add(6*time.Hour)); !cmp.Equal(c, []store.Cursor{{Lobby: "b", After: 5}, {Lobby: "z", After: 2}}) {
+		t.Fatalf("ClaimLog after a write to z above its commit = %v, want b after 5, z after 2", c)
+	}
+	var rows int
+	if err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM _S_.cursors WHERE name = 'c'`)).Scan(&rows); err != nil || rows != 2 {
+		t.Fatalf("%d cursors of c (%v), want 2 (b and z, both with work)", rows, err)
+	}
+	if err := s.CommitLog(ctx, "c", "b", 6); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CommitLog(ctx, "c", "z", 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM _S_.cursors WHERE name = 'c'`)).Scan(&rows); err != nil || rows != 0 {
+		t.Fatalf("%d cursors of c left with nothing to do (%v), want 0", rows, err)
+	}
 	for _, bad := range []func() error{
 		func() error { _, err := s.ClaimLog(ctx, "", now, 1, time.Second); return err },
 		func() error { _, err := s.ClaimLog(ctx, "c", now, 0, time.Second); return err },

@@ -355,12 +355,24 @@ SELECT true, lobby, after, since FROM u
 UNION ALL
 SELECT false, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM _S_.consumers WHERE name = $1)`,
 
-		// $1 name, $2 lobby, $3 after (ordered).
-		commitLog: `UPDATE _S_.cursors SET after = greatest(after, $3), claimed_until = NULL
-WHERE name = $1 AND lobby = $2`,
+		// Upserts, so that a commit beyond what was written (or for a lobby
+		// without a cursor) is remembered too: the cursor then has
+		// head = after, nothing to do. $1 name, $2 lobby, $3 after (ordered).
+		commitLog: `INSERT INTO _S_.cursors AS c (name, lobby, head, after, since)
+SELECT name, $2, $3, $3, 0 FROM _S_.consumers WHERE name = $1
+ON CONFLICT (name, lobby) DO UPDATE
+SET after = greatest(c.after, excluded.after), claimed_until = NULL`,
 		// Sent after commitLog in the same transaction: a cursor with
-		// nothing left to do goes; the next write creates it again.
-		dropCursor: `DELETE FROM _S_.cursors WHERE name = $1 AND lobby = $2 AND head <= after`,
+		// nothing left to do goes, unless it is ahead of the lobby's
+		// version (or the floor without a row). Versions only grow, so once
+		// after is at most the version, every later entry lies above it,
+		// and the next write creates the cursor again just below its own
+		// entry: the cursor never moves back. $1 name, $2 lobby.
+		dropCursor: `DELETE FROM _S_.cursors
+WHERE name = $1 AND lobby = $2 AND head <= after
+	AND after <= coalesce(
+		(SELECT version # '-9223372036854775808'::bigint FROM _S_.lobbies WHERE id = $2),
+		(SELECT version FROM _S_.store_floor))`,
 	}
 	for _, p := range []*string{
 		&q.load, &q.update, &q.write, &q.delete, &q.due, &q.claim,
