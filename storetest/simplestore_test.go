@@ -220,6 +220,9 @@ var (
 	// A new consumer's cursors start at 0: it sees entries written before
 	// it registered.
 	consumerStartsAtZero = flaw{"consumer-starts-at-zero", "Consumers"}
+	// RegisterConsumer returns at once and registers the name a moment
+	// later: writes in between are lost to it.
+	registersLate = flaw{"registers-late", "ConsumerRegistration"}
 	// All consumer names share one cursor per lobby.
 	consumersShareCursors = flaw{"consumers-share-cursors", "Consumers"}
 	// ClaimLog hands out lobbies claimed under the same name again.
@@ -232,6 +235,9 @@ var (
 	// CommitLog forgets the lobby, although a write came after the
 	// position committed.
 	commitLosesWrite = flaw{"commit-loses-write", "ConsumerClaims"}
+	// CommitLog releases the claim at once but moves the cursor only
+	// after a window: a ClaimLog in between hands out the old cursor.
+	commitAppliedLate = flaw{"commit-cursor-late", "ConsumersLinearizable"}
 	// CommitLog of an unregistered name registers it instead of ErrInvalid.
 	commitRegisters = flaw{"commit-registers", "Invalid"}
 	// ClaimLog takes a hold of 0.
@@ -279,7 +285,7 @@ var flaws = []flaw{
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
-	consumerStartsAtZero, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
+	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
@@ -618,7 +624,7 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 				s.cursors[ck] = e.Version - 1
 			}
 		}
-		if _, ok := pending[k]; !ok {
+		if _, ok := pending[k]; !ok && e.Version > s.cursors[ck] {
 			pending[k] = work{id: id, seq: s.appends}
 		}
 	}
@@ -970,6 +976,15 @@ func (s *simpleStore) RegisterConsumer(ctx context.Context, name string) error {
 	if name == "" {
 		return store.ErrInvalid
 	}
+	if s.flaw == registersLate {
+		go func() {
+			time.Sleep(time.Millisecond)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.register(name)
+		}()
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.register(name)
@@ -1031,16 +1046,31 @@ func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pending, ok := s.consumers[name]
-	if !ok {
+	if _, ok := s.consumers[name]; !ok {
 		if s.flaw != commitRegisters {
 			return store.ErrInvalid
 		}
 		s.register(name)
-		pending = s.consumers[name]
 	}
 	k := s.key(id)
 	ck := s.ckey(name, k)
+	if s.flaw == commitAppliedLate {
+		delete(s.logClaims, ck)
+		go func() {
+			window()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.applyCommit(name, k, ck, after)
+		}()
+		return nil
+	}
+	s.applyCommit(name, k, ck, after)
+	return nil
+}
+
+// applyCommit is CommitLog's change; the caller holds mu.
+func (s *simpleStore) applyCommit(name, k, ck string, after uint64) {
+	pending := s.consumers[name]
 	if s.flaw == commitMovesBack {
 		s.cursors[ck] = after
 	} else {
@@ -1054,7 +1084,6 @@ func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint
 	if head <= s.cursors[ck] || s.flaw == commitLosesWrite {
 		delete(pending, k)
 	}
-	return nil
 }
 
 func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
