@@ -30,10 +30,32 @@ func BenchmarkWriteHeartbeat(b *testing.B) {
 	}
 }
 
-func benchHeartbeat(b *testing.B, clients int) {
+// BenchmarkWriteEffects measures Writes that append a 100-byte log entry
+// (the write function: compare-and-set, entry, count retention, cursors,
+// notification), with no consumer and with two registered, each client on
+// lobbies of its own. A lobby gets a few hundred entries at most here, so
+// count retention does not trim.
+func BenchmarkWriteEffects(b *testing.B) {
+	for _, consumers := range []int{0, 2} {
+		for _, clients := range []int{1, 8} {
+			b.Run(fmt.Sprintf("consumers=%d/clients=%d", consumers, clients), func(b *testing.B) {
+				benchWrites(b, clients, bytes.Repeat([]byte{'e'}, 100), consumers)
+			})
+		}
+	}
+}
+
+func benchHeartbeat(b *testing.B, clients int) { benchWrites(b, clients, nil, 0) }
+
+func benchWrites(b *testing.B, clients int, effects []byte, consumers int) {
 	pool := benchPool(b, int32(clients))
 	s := newTestStoreOn(b, pool)
 	ctx := context.Background()
+	for i := range consumers {
+		if err := s.RegisterConsumer(ctx, fmt.Sprintf("consumer-%d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
 	data := bytes.Repeat([]byte{'x'}, 200)
 	base := time.Unix(1_800_000_000, 0)
 	if _, err := pool.Exec(ctx, s.sql(`INSERT INTO _S_.lobbies (id, version, data, deadline)
@@ -66,6 +88,8 @@ SELECT convert_to('lobby-' || g, 'UTF8'), 1, $1, $2 FROM generate_series(0, $3 -
 					Expected: versions[j],
 					Data:     data,
 					Deadline: base.Add(time.Duration(n) * time.Millisecond),
+					At:       base,
+					Effects:  effects,
 				}
 				if err := s.Write(ctx, w); err != nil {
 					failed.CompareAndSwap(nil, &err)

@@ -108,8 +108,8 @@ func countingPool(t *testing.T) (*pgxpool.Pool, *roundTrips) {
 }
 
 // TestWriteIsOneRoundTrip: once pgx has prepared a statement on a
-// connection, a heartbeat Write (no events), a Write with events and a Load
-// each cost one statement and one round trip.
+// connection, a heartbeat Write (no log entry), a Write with a log entry, a
+// Load and a ReadLog each cost one statement and one round trip.
 func TestWriteIsOneRoundTrip(t *testing.T) {
 	ctx := ctxT(t)
 	pool, rt := countingPool(t)
@@ -124,16 +124,18 @@ func TestWriteIsOneRoundTrip(t *testing.T) {
 		v++
 	}
 	for i := range 3 {
-		ev := []store.Event{{Lobby: "hb", Seq: v + 1, Data: []byte("joined")}}
-		if err := s.Write(ctx, store.Write{ID: "hb", Expected: v, Data: []byte("lobby"), Events: ev, Deadline: base.Add(time.Duration(i) * time.Second)}); err != nil {
+		if err := s.Write(ctx, store.Write{ID: "hb", Expected: v, Data: []byte("lobby"), Effects: []byte("joined"), At: base, Deadline: base.Add(time.Duration(i) * time.Second)}); err != nil {
 			t.Fatal(err)
 		}
 		v++
 		if _, err := s.Load(ctx, "hb"); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := s.ReadLog(ctx, "hb", 0, 10); err != nil {
+			t.Fatal(err)
+		}
 	}
-	for name, sql := range map[string]string{"heartbeat Write": s.q.update, "Write with events": s.q.updateEvents, "Load": s.q.load} {
+	for name, sql := range map[string]string{"heartbeat Write": s.q.update, "Write with a log entry": s.q.write, "Load": s.q.load, "ReadLog": s.q.readLog} {
 		writes, runs := rt.last(sql)
 		if runs < 2 || writes != 1 {
 			t.Errorf("%s: ran %d times, the last taking %d socket writes; want >= 2 runs, the last taking 1", name, runs, writes)
@@ -372,58 +374,5 @@ func TestConcurrentClaimersGetDisjointSets(t *testing.T) {
 	}
 	if d := cmp.Diff(want, all); d != "" {
 		t.Fatalf("union of all claims is not every lobby exactly once (-want +got):\n%s", d)
-	}
-}
-
-// TestAckOverlappingSetsDoesNotDeadlock: relays acknowledging the same
-// events in opposite orders at the same time neither deadlock nor fail.
-func TestAckOverlappingSetsDoesNotDeadlock(t *testing.T) {
-	s := newTestStore(t)
-	ctx := ctxT(t)
-	const rounds, lobbies = 60, 12
-	// A big outbox makes the planner look events up by index in the order
-	// Ack lists them, which is where unordered locking would deadlock.
-	if _, err := s.pool.Exec(ctx, s.sql(`INSERT INTO _S_.outbox (pos, idx, lobby, seq)
-SELECT g, 1, convert_to('filler' || g, 'UTF8'), g FROM generate_series(1, 50000) AS g`)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.pool.Exec(ctx, s.sql(`ANALYZE _S_.outbox`)); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.pool.QueryRow(ctx, "SELECT setval($1, 50000)", quoteIdent(s.schema)+".outbox_pos").Scan(new(int64)); err != nil {
-		t.Fatal(err)
-	}
-	versions := make([]uint64, lobbies)
-	for r := range rounds {
-		var events []store.Event
-		for l := range lobbies {
-			id := fmt.Sprintf("l%d", l)
-			ev := store.Event{Lobby: id, Seq: uint64(r + 1)}
-			if err := s.Write(ctx, store.Write{ID: id, Expected: versions[l], Events: []store.Event{ev}}); err != nil {
-				t.Fatal(err)
-			}
-			versions[l]++
-			events = append(events, ev)
-		}
-		reversed := slices.Clone(events)
-		slices.Reverse(reversed)
-		errs := make(chan error, 2)
-		start := make(chan struct{})
-		for _, evs := range [][]store.Event{events, reversed} {
-			go func() {
-				<-start
-				errs <- s.Ack(ctx, evs)
-			}()
-		}
-		close(start)
-		for range 2 {
-			if err := <-errs; err != nil {
-				t.Fatalf("round %d: Ack = %v", r, err)
-			}
-		}
-		var left int
-		if err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM _S_.outbox WHERE pos > 50000`)).Scan(&left); err != nil || left != 0 {
-			t.Fatalf("round %d: %d acknowledged events left in the outbox (%v), want 0", r, left, err)
-		}
 	}
 }

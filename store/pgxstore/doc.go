@@ -8,25 +8,32 @@
 // Everything lives in one PostgreSQL schema (option [WithSchema], default
 // "lobbyhost"), created by [Store.Migrate]; [Store.MigrationSQL] returns the
 // same DDL for teams that run migrations with their own tool. The schema
-// holds two tables and a sequence:
+// holds:
 //
 //   - lobbies: one row per lobby ID with its version, data, deadline (as
 //     Unix nanoseconds, so the nanosecond round-trip that store.Record
-//     promises survives) and the claimed_until column used by [Store.Claim].
-//     A deleted lobby keeps its row as a tombstone (deleted = true, data and
-//     deadline NULL) whose version is the floor that store.Store requires.
-//     A partial index on (deadline, id) serves [Store.Due] and [Store.Claim].
-//   - outbox: one row per event, ordered by a per-write position taken from
-//     the outbox_pos sequence plus the event's index inside its write.
+//     promises survives), the claimed_until column used by [Store.Claim],
+//     the number of log entries and the highest position retention
+//     trimmed. A deleted lobby keeps its row as a tombstone (deleted =
+//     true) only while it has log entries; then the row goes and its floor
+//     is folded into store_floor. A partial index on (deadline, id) serves
+//     [Store.Due] and [Store.Claim].
+//   - store_floor: one row, the floor Load reports for IDs without a row.
+//   - log: the effects log, one row per entry keyed by (lobby, position),
+//     with an index on the entry time for [Store.TrimLog].
+//   - consumers and cursors: durable consumers, and per consumer and lobby
+//     the newest position written and the position committed, with a
+//     partial index on the cursors that have work.
+//   - the functions write and delete, which run the steps of a write with
+//     a log entry (or a creation) and of a Delete in one round trip.
 //
 // # Round trips
 //
-// Every Write is one SQL statement, hence one round trip and one implicit
-// transaction: a conditional UPDATE keyed on (id, version) when the caller
-// expects an existing version, an INSERT ... ON CONFLICT DO NOTHING when it
-// expects 0, with the outbox insert attached as a data-modifying CTE when
-// the write carries events. Zero affected rows means store.ErrConflict. A
-// heartbeat (no events) is therefore a single UPDATE of one row.
+// Every call is one round trip, with two exceptions: a Write without a log
+// entry is one conditional UPDATE, and only when it matches nothing (a
+// version conflict, or a lobby to create) does a second round trip call the
+// write function; registering a new consumer name takes a short transaction.
+// A heartbeat is therefore a single UPDATE of one row, as before the log.
 //
 // # Guarantees and non-guarantees
 //
@@ -43,6 +50,7 @@
 //     docs/postgres.md on clock skew between processes.
 //   - Deadlines must lie between the years 1678 and 2261 (the range of
 //     int64 Unix nanoseconds); Write rejects others with store.ErrInvalid.
-//   - Versions and sequence numbers are stored as the bit pattern of int64,
-//     so the full uint64 range round-trips.
+//   - Versions are stored as the bit pattern of int64, log positions,
+//     floors and cursors with the top bit flipped (so they sort as
+//     uint64), so the full uint64 range round-trips.
 package pgxstore

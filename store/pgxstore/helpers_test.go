@@ -96,15 +96,15 @@ func uniqueSchema(tb testing.TB) string {
 
 // newTestStore returns a migrated Store in a fresh schema on the shared
 // pool, and drops the schema when the test ends.
-func newTestStore(tb testing.TB) *Store {
+func newTestStore(tb testing.TB, opts ...Option) *Store {
 	tb.Helper()
-	return newTestStoreOn(tb, testPool(tb, 16))
+	return newTestStoreOn(tb, testPool(tb, 16), opts...)
 }
 
-func newTestStoreOn(tb testing.TB, pool *pgxpool.Pool) *Store {
+func newTestStoreOn(tb testing.TB, pool *pgxpool.Pool, opts ...Option) *Store {
 	tb.Helper()
 	schema := uniqueSchema(tb)
-	s, err := New(pool, WithSchema(schema))
+	s, err := New(pool, append([]Option{WithSchema(schema)}, opts...)...)
 	if err != nil {
 		tb.Fatalf("New: %v", err)
 	}

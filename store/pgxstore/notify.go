@@ -2,12 +2,17 @@ package pgxstore
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/lobbyhost/lobbyhost/store"
 )
 
 // Tuning of the listening connection.
@@ -24,50 +29,54 @@ const (
 )
 
 // notifier fans the notifications of one listening connection out to every
-// channel handed out by Notify. The connection exists only while someone
+// Feed handed out by Subscribe. The connection exists only while someone
 // subscribes.
 type notifier struct {
 	s    *Store
 	mu   sync.Mutex
-	subs map[chan struct{}]struct{}
+	subs map[*store.Feed]struct{}
 	// stop cancels the running listener; nil while none runs.
 	stop context.CancelFunc
 	// keepalive is listenKeepalive, shortened by tests.
 	keepalive time.Duration
 	// pings counts the keepalive pings that succeeded.
 	pings atomic.Int64
-	// listened, if set (by tests, before the first Notify), is called with
-	// the backend PID of each connection once it is listening.
+	// lostAfterReconnect counts the reconnections after which the feeds were
+	// marked lost.
+	lostAfterReconnect atomic.Int64
+	// listened, if set (by tests, before the first Subscribe), is called
+	// with the backend PID of each connection once it is listening.
 	listened func(pid uint32)
 }
 
 func (n *notifier) init(s *Store) {
 	n.s = s
-	n.subs = make(map[chan struct{}]struct{})
+	n.subs = make(map[*store.Feed]struct{})
 	n.keepalive = listenKeepalive
 }
 
-// Notify returns a channel that receives a value after every Write that
-// appends events, by any process sharing the schema, and once more whenever
-// the listening connection had to be re-established (notifications sent
-// meanwhile are lost). Values are coalesced: one may stand for many writes.
-// Writes without events (heartbeats) and Deletes notify nobody. The channel
-// is closed when ctx is done.
+// Subscribe returns a Feed that receives a store.Change (lobby and
+// position) for every Write with a log entry that commits after Subscribe
+// returns, by any process sharing the schema, until ctx is done. Writes
+// without an entry (heartbeats) and Deletes notify nobody.
 //
-// The notification is part of the write: the statement that appends the
-// events also calls pg_notify, which PostgreSQL delivers when, and only if,
-// the transaction commits, even if the writing process dies right after.
-// The price is PostgreSQL's: committing transactions that notify queue for
-// one database-wide lock, so writes with events commit one at a time
+// The notification is part of the write: the write function calls
+// pg_notify, which PostgreSQL delivers when, and only if, the transaction
+// commits, so a reader that takes the Change and calls ReadLog sees the
+// entry. The payload is the position in decimal, a space, and the lobby ID
+// in standard base64 (IDs are arbitrary bytes, NUL included). The price is
+// PostgreSQL's: committing transactions that notify queue for one
+// database-wide lock, so writes with entries commit one at a time
 // (heartbeats are not affected).
 //
 // The Store keeps one dedicated connection (outside the pool, configured
-// like it) listening while any channel is open, pings it after a quiet
-// half minute to detect a dead link, and reconnects with backoff. Notify
-// returns an error if that connection has to be opened and cannot be; once
-// Notify has returned, every qualifying write committed afterwards is
-// signalled.
-func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
+// like it) listening while any Feed is subscribed, shared by all of them. It
+// pings that connection after a quiet half minute to detect a dead link,
+// and reconnects with backoff; every Feed is marked lost (Feed.Lose) when
+// the connection fails, since notifications sent meanwhile are gone, and
+// whenever a payload cannot be read. Subscribe returns an error if that
+// connection has to be opened and cannot be.
+func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -77,25 +86,47 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 	if n.stop == nil {
 		conn, err := n.listen(ctx)
 		if err != nil {
-			return nil, s.fail(ctx, "notify", "", err)
+			return nil, s.fail(ctx, "subscribe", "", err)
 		}
 		lctx, cancel := context.WithCancel(context.Background())
 		n.stop = cancel
 		go n.run(lctx, conn)
 	}
-	ch := make(chan struct{}, 1)
-	n.subs[ch] = struct{}{}
+	f := store.NewFeed(0)
+	n.subs[f] = struct{}{}
 	context.AfterFunc(ctx, func() {
 		n.mu.Lock()
 		defer n.mu.Unlock()
-		delete(n.subs, ch)
-		close(ch)
+		delete(n.subs, f)
 		if len(n.subs) == 0 && n.stop != nil {
 			n.stop()
 			n.stop = nil
 		}
 	})
-	return ch, nil
+	return f, nil
+}
+
+// changePayload is the notification payload of a write: the position in
+// decimal, a space, the lobby ID in standard base64.
+func changePayload(id string, version uint64) string {
+	return strconv.FormatUint(version, 10) + " " + base64.StdEncoding.EncodeToString([]byte(id))
+}
+
+// parsePayload reverses changePayload.
+func parsePayload(p string) (store.Change, bool) {
+	v, id, ok := strings.Cut(p, " ")
+	if !ok {
+		return store.Change{}, false
+	}
+	version, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return store.Change{}, false
+	}
+	raw, err := base64.StdEncoding.DecodeString(id)
+	if err != nil || len(raw) == 0 {
+		return store.Change{}, false
+	}
+	return store.Change{Lobby: string(raw), Version: version}, true
 }
 
 // listen opens a connection configured like the pool's and starts listening.
@@ -118,42 +149,53 @@ func (n *notifier) listen(ctx context.Context) (*pgx.Conn, error) {
 // connection whenever it fails.
 func (n *notifier) run(ctx context.Context, conn *pgx.Conn) {
 	for {
-		err := n.wait(ctx, conn)
+		payload, err := n.wait(ctx, conn)
 		if ctx.Err() != nil {
 			closeQuietly(conn)
 			return
 		}
 		if err == nil {
-			n.broadcast()
+			if c, ok := parsePayload(payload); ok {
+				n.deliver(c)
+			} else {
+				n.lose() // e.g. a process of an earlier release
+			}
 			continue
 		}
+		n.lose()
 		closeQuietly(conn)
 		if conn = n.reconnect(ctx); conn == nil {
 			return
 		}
-		n.broadcast()
+		// Notifications committed before the new LISTEN are gone; lose
+		// again so that readers check heads after it took effect.
+		n.lose()
+		n.lostAfterReconnect.Add(1)
 	}
 }
 
-// wait returns nil after a notification, or an error once the connection
-// proved broken (or ctx is done). Silence longer than listenKeepalive is
-// answered by a ping.
-func (n *notifier) wait(ctx context.Context, conn *pgx.Conn) error {
+// wait returns the payload of the next notification, or an error once the
+// connection proved broken (or ctx is done). Silence longer than
+// listenKeepalive is answered by a ping.
+func (n *notifier) wait(ctx context.Context, conn *pgx.Conn) (string, error) {
 	for {
 		wctx, cancel := context.WithTimeout(ctx, n.keepalive)
-		_, err := conn.WaitForNotification(wctx)
+		note, err := conn.WaitForNotification(wctx)
 		cancel()
-		if err == nil || ctx.Err() != nil {
-			return err
+		if err == nil {
+			return note.Payload, nil
+		}
+		if ctx.Err() != nil {
+			return "", err
 		}
 		if !errors.Is(err, context.DeadlineExceeded) || conn.IsClosed() {
-			return err
+			return "", err
 		}
 		pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 		err = conn.Ping(pctx)
 		cancel()
 		if err != nil {
-			return err
+			return "", err
 		}
 		n.pings.Add(1)
 	}
@@ -179,15 +221,21 @@ func (n *notifier) reconnect(ctx context.Context) *pgx.Conn {
 	}
 }
 
-// broadcast gives every subscriber a value unless it already holds one.
-func (n *notifier) broadcast() {
+// deliver adds c to every subscribed Feed.
+func (n *notifier) deliver(c store.Change) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for ch := range n.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+	for f := range n.subs {
+		f.Add(c)
+	}
+}
+
+// lose marks every subscribed Feed lost.
+func (n *notifier) lose() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for f := range n.subs {
+		f.Lose()
 	}
 }
 

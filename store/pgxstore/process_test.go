@@ -84,19 +84,19 @@ func childPolicy(cfg childConfig) lobby.Policy {
 }
 
 // notifyHook is the store a child's Service sees: the pgxstore Store, whose
-// Notify also reports that Run has subscribed.
+// Subscribe also reports that Run has subscribed.
 type notifyHook struct {
 	store.Store
 	n          store.Notifier
 	subscribed func()
 }
 
-func (h notifyHook) Notify(ctx context.Context) (<-chan struct{}, error) {
-	ch, err := h.n.Notify(ctx)
+func (h notifyHook) Subscribe(ctx context.Context) (*store.Feed, error) {
+	f, err := h.n.Subscribe(ctx)
 	if err == nil {
 		h.subscribed()
 	}
-	return ch, err
+	return f, err
 }
 
 // claimHook is notifyHook with store.Claimer.
@@ -217,13 +217,19 @@ func runChild(cfg childConfig, in io.Reader, w io.Writer) error {
 	conns := &childConns{gens: make(map[[2]string]uint64)}
 
 	// The wake-ups a server uses to refresh its own sockets.
-	wake, err := st.Notify(ctx)
+	wake, err := st.Subscribe(ctx)
 	if err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		for range wake {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-wake.Ready():
+			}
+			wake.Take()
 			for _, id := range conns.served() {
 				snap, err := svc.Snapshot(ctx, id)
 				if err != nil {

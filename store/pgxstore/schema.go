@@ -3,6 +3,7 @@ package pgxstore
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"strings"
 )
 
@@ -11,12 +12,31 @@ import (
 // is not safe against concurrent creation of the same object).
 const migrateLockKey = 0x6c6f6262796d6967 // "lobbymig"
 
-// ddl is the schema. %[1]s is the quoted schema name. Every statement is
-// idempotent, so running it again on an up-to-date schema changes nothing.
+// registerLockKey returns the advisory lock that orders consumer
+// registration against writes with a log entry in one schema: writes take it
+// shared, registration exclusively (see Store.RegisterConsumer). It is
+// derived from the schema name so that schemas do not wait for each other.
+func registerLockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("lobbyhost consumer registration\x00"))
+	h.Write([]byte(schema))
+	return int64(h.Sum64())
+}
+
+// ddl is the schema. %[1]s is the quoted schema name, %[2]d the registration
+// lock key. Every statement is idempotent, so running it again on an
+// up-to-date schema changes nothing, and running it on a schema made by an
+// earlier release adds what is missing without touching stored lobbies.
+//
+// Log positions, trim markers, floors and cursors are stored in the
+// "ordered" encoding: the uint64 with its top bit flipped, read as a bigint,
+// so that PostgreSQL's signed order is the unsigned order (0 is
+// -9223372036854775808). lobbies.version keeps the plain bit pattern of
+// earlier releases; it is only ever compared for equality.
 const ddl = `CREATE SCHEMA IF NOT EXISTS %[1]s;
 
--- One row per lobby ID ever written. A deleted lobby stays as a tombstone
--- (deleted = true, deadline NULL, data kept) whose version is its floor.
+-- One row per lobby ID with a record, or with a tombstone (deleted = true,
+-- deadline NULL, data kept, version = its floor) while its log has entries.
 CREATE TABLE IF NOT EXISTS %[1]s.lobbies (
 	id            bytea   PRIMARY KEY,          -- lobby ID, compared byte for byte
 	version       bigint  NOT NULL,             -- uint64 bit pattern
@@ -26,36 +46,176 @@ CREATE TABLE IF NOT EXISTS %[1]s.lobbies (
 	claimed_until bigint                        -- Unix nanoseconds; NULL: unclaimed
 );
 
+-- Added by the effects log (existing rows get the defaults).
+ALTER TABLE %[1]s.lobbies
+	-- highest log position retention removed (ordered encoding)
+	ADD COLUMN IF NOT EXISTS trimmed   bigint NOT NULL DEFAULT -9223372036854775808,
+	-- number of log entries the lobby has
+	ADD COLUMN IF NOT EXISTS log_count bigint NOT NULL DEFAULT 0;
+
 -- The due index: Due and Claim walk it in (deadline, id) order.
 CREATE INDEX IF NOT EXISTS lobbies_due ON %[1]s.lobbies (deadline, id)
 	WHERE deadline IS NOT NULL;
 
--- One value per write that carries events; orders the outbox by write.
-CREATE SEQUENCE IF NOT EXISTS %[1]s.outbox_pos;
+-- The store-wide floor: one row, at least every floor of a tombstone that
+-- was removed. Load reports it for an ID without a row. Only Delete and the
+-- removal of tombstones write it; creating a lobby reads it.
+CREATE TABLE IF NOT EXISTS %[1]s.store_floor (
+	one     boolean PRIMARY KEY DEFAULT true CHECK (one),
+	version bigint  NOT NULL                    -- ordered encoding
+);
+INSERT INTO %[1]s.store_floor (version) VALUES (-9223372036854775808)
+	ON CONFLICT DO NOTHING;
 
-CREATE TABLE IF NOT EXISTS %[1]s.outbox (
-	pos   bigint  NOT NULL,                     -- from outbox_pos, one per write
-	idx   integer NOT NULL,                     -- the event's place in its write
-	lobby bytea   NOT NULL,
-	seq   bigint  NOT NULL,                     -- uint64 bit pattern
-	data  bytea,
-	PRIMARY KEY (pos, idx)
+-- The effects log: one row per entry, at the position of the version the
+-- write created.
+CREATE TABLE IF NOT EXISTS %[1]s.log (
+	lobby   bytea  NOT NULL,
+	version bigint NOT NULL,                    -- position, ordered encoding
+	at      bigint NOT NULL,                    -- Write.At, Unix microseconds
+	data    bytea  NOT NULL,
+	PRIMARY KEY (lobby, version)
 );
 
--- Ack finds events by (lobby, seq).
-CREATE INDEX IF NOT EXISTS outbox_event ON %[1]s.outbox (lobby, seq);
+-- TrimLog walks the log oldest first.
+CREATE INDEX IF NOT EXISTS log_age ON %[1]s.log (at);
+
+-- Durable consumers, by name.
+CREATE TABLE IF NOT EXISTS %[1]s.consumers (
+	name bytea PRIMARY KEY
+);
+
+-- Per consumer and lobby: the newest position written (head) and the
+-- position committed (after). A write with a log entry upserts the row of
+-- every consumer; CommitLog removes it once nothing is left to do.
+CREATE TABLE IF NOT EXISTS %[1]s.cursors (
+	name          bytea  NOT NULL,
+	lobby         bytea  NOT NULL,
+	head          bigint NOT NULL,              -- ordered encoding
+	after         bigint NOT NULL,              -- ordered encoding
+	since         bigint NOT NULL,              -- At of the oldest pending entry, Unix microseconds
+	claimed_until bigint,                       -- Unix nanoseconds; NULL: unclaimed
+	PRIMARY KEY (name, lobby)
+);
+
+-- ClaimLog's index: only lobbies with work, oldest work first.
+CREATE INDEX IF NOT EXISTS cursors_work ON %[1]s.cursors (name, since, lobby)
+	WHERE head > after;
+
+-- A write that needs more than one statement: the compare-and-set, the log
+-- entry, count retention, the consumers' cursors and the notification, in
+-- one call. Each statement in it reads a fresh snapshot, taken after the
+-- lobby's row is locked, so what it counts and trims is exact. Returns
+-- false for a version conflict.
+CREATE OR REPLACE FUNCTION %[1]s.write(
+	p_id bytea, p_expected bigint, p_next bigint, p_base bigint, p_pos bigint,
+	p_data bytea, p_deadline bigint, p_effects boolean, p_at bigint, p_entry bytea,
+	p_keep bigint, p_channel text, p_payload text)
+RETURNS boolean LANGUAGE plpgsql AS $fn$
+DECLARE
+	v_count   bigint;
+	v_floor   bigint;
+	v_top     bigint;
+	v_removed bigint;
+BEGIN
+	IF p_effects THEN
+		-- Registration takes this lock exclusively: it waits for the writes
+		-- that might not see the new consumer, and later ones wait for it.
+		PERFORM pg_advisory_xact_lock_shared(%[2]d);
+	END IF;
+	UPDATE %[1]s.lobbies
+	SET version = p_next, deleted = false, data = p_data, deadline = p_deadline,
+		claimed_until = NULL, log_count = log_count + p_effects::int
+	WHERE id = p_id AND version = p_expected
+	RETURNING log_count INTO v_count;
+	IF NOT FOUND THEN
+		PERFORM FROM %[1]s.lobbies WHERE id = p_id;
+		IF FOUND THEN
+			RETURN false;
+		END IF;
+		-- No row: the version is the store-wide floor. Holding it shared
+		-- keeps it from rising until this write commits.
+		SELECT version INTO v_floor FROM %[1]s.store_floor FOR SHARE;
+		IF v_floor <> p_base THEN
+			RETURN false;
+		END IF;
+		INSERT INTO %[1]s.lobbies (id, version, data, deadline, trimmed, log_count)
+		VALUES (p_id, p_next, p_data, p_deadline, p_base, p_effects::int)
+		ON CONFLICT (id) DO NOTHING;
+		IF NOT FOUND THEN
+			RETURN false;
+		END IF;
+		v_count := p_effects::int;
+	END IF;
+	IF NOT p_effects THEN
+		RETURN true;
+	END IF;
+	INSERT INTO %[1]s.log (lobby, version, at, data) VALUES (p_id, p_pos, p_at, p_entry);
+	IF p_keep > 0 AND v_count > p_keep THEN
+		WITH d AS (
+			DELETE FROM %[1]s.log
+			WHERE lobby = p_id AND version IN (
+				SELECT version FROM %[1]s.log WHERE lobby = p_id
+				ORDER BY version LIMIT v_count - p_keep)
+			RETURNING version)
+		SELECT max(version), count(*) INTO v_top, v_removed FROM d;
+		IF v_removed > 0 THEN
+			UPDATE %[1]s.lobbies
+			SET trimmed = greatest(trimmed, v_top), log_count = log_count - v_removed
+			WHERE id = p_id;
+		END IF;
+	END IF;
+	INSERT INTO %[1]s.cursors AS c (name, lobby, head, after, since)
+	SELECT name, p_id, p_pos, p_base, p_at FROM %[1]s.consumers
+	ON CONFLICT (name, lobby) DO UPDATE
+	SET since = CASE WHEN c.head > c.after THEN c.since ELSE excluded.since END,
+		head = greatest(c.head, excluded.head);
+	PERFORM pg_notify(p_channel, p_payload);
+	RETURN true;
+END
+$fn$;
+
+-- Delete: a tombstone while the lobby has log entries, else no row and the
+-- floor folded into store_floor. Returns 'd' (deleted), 'n' (no record) or
+-- 'c' (version conflict).
+CREATE OR REPLACE FUNCTION %[1]s.delete(
+	p_id bytea, p_expected bigint, p_floor bigint, p_floor_ordered bigint)
+RETURNS text LANGUAGE plpgsql AS $fn$
+DECLARE
+	v_version bigint;
+	v_deleted boolean;
+	v_count   bigint;
+BEGIN
+	SELECT version, deleted, log_count INTO v_version, v_deleted, v_count
+	FROM %[1]s.lobbies WHERE id = p_id FOR UPDATE;
+	IF NOT FOUND OR v_deleted THEN
+		RETURN 'n';
+	ELSIF v_version <> p_expected THEN
+		RETURN 'c';
+	ELSIF v_count > 0 THEN
+		UPDATE %[1]s.lobbies
+		SET version = p_floor, deleted = true, deadline = NULL, claimed_until = NULL
+		WHERE id = p_id;
+	ELSE
+		DELETE FROM %[1]s.lobbies WHERE id = p_id;
+		UPDATE %[1]s.store_floor SET version = greatest(version, p_floor_ordered);
+	END IF;
+	RETURN 'd';
+END
+$fn$;
 `
 
 // MigrationSQL returns the DDL that [Store.Migrate] runs, for teams that
 // apply schema changes with their own migration tool. It is idempotent.
 func (s *Store) MigrationSQL() string {
-	return fmt.Sprintf(ddl, quoteIdent(s.schema))
+	return fmt.Sprintf(ddl, quoteIdent(s.schema), registerLockKey(s.schema))
 }
 
-// Migrate creates the Store's schema, tables, index and sequence if they do
-// not exist yet. It is idempotent and safe to call from several processes at
-// once (a transaction-scoped advisory lock serialises them). The role needs
-// the CREATE privilege on the database, or on the schema if it exists.
+// Migrate creates the Store's schema, tables, indexes and functions if they
+// do not exist yet, and adds the columns that earlier releases lacked. It is
+// idempotent and safe to call from several processes at once (a
+// transaction-scoped advisory lock serialises them). The role needs the
+// CREATE privilege on the database, or on the schema if it exists.
 func (s *Store) Migrate(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -82,75 +242,37 @@ func quoteIdent(name string) string {
 	return `"` + strings.ReplaceAll(name, `"`, `""`) + `"`
 }
 
-// quoteLiteral quotes a PostgreSQL string literal.
-func quoteLiteral(s string) string {
-	return `'` + strings.ReplaceAll(s, `'`, `''`) + `'`
-}
-
 // queries holds the Store's statements with the schema filled in. Each is
 // one statement, sent with the extended protocol and cached as a prepared
 // statement on every pooled connection by pgx.
 type queries struct {
-	load, probe                                string
-	create, createEvents, update, updateEvents string
-	delete                                     string
-	due, claim                                 string
-	pending, ack                               string
+	load, update, write, delete string
+	due, claim                  string
+	readLog, logHeads, trimLog  string
+	isConsumer, register        string
+	claimLog                    string
+	commitLog, dropCursor       string
 }
 
 func buildQueries(schema string) queries {
-	s := quoteIdent(schema)
-	r := strings.NewReplacer("_S_.", s+".", "POSSEQ", quoteLiteral(s+".outbox_pos"))
+	r := strings.NewReplacer("_S_.", quoteIdent(schema)+".")
 	q := queries{
-		load:  `SELECT version, deleted, data, deadline FROM _S_.lobbies WHERE id = $1`,
-		probe: `SELECT version, deleted FROM _S_.lobbies WHERE id = $1`,
+		// The floor comes along, for an ID without a row.
+		load: `SELECT l.version, l.deleted, l.data, l.deadline, f.version
+FROM _S_.store_floor AS f LEFT JOIN _S_.lobbies AS l ON l.id = $1`,
 
-		// Creating: a compare-and-set against the implicit floor 0. Any
-		// existing row, live or tombstone, has a version of at least 1, so
-		// a conflict on the primary key is a version conflict.
-		// $1 id, $2 version, $3 data, $4 deadline.
-		create: `INSERT INTO _S_.lobbies (id, version, data, deadline) VALUES ($1, $2, $3, $4)
-ON CONFLICT (id) DO NOTHING`,
-
-		// As create, plus the events ($5 seqs, $6 data) under one outbox
-		// position, inserted only if the lobby row was, and a notification
-		// on channel $7 that PostgreSQL delivers when (and only if) the
-		// transaction commits. Returns the number of lobby rows written.
-		createEvents: `WITH w AS (
-	INSERT INTO _S_.lobbies (id, version, data, deadline) VALUES ($1, $2, $3, $4)
-	ON CONFLICT (id) DO NOTHING
-	RETURNING 1),
-p AS (SELECT nextval(POSSEQ) AS pos FROM w),
-e AS (INSERT INTO _S_.outbox (pos, idx, lobby, seq, data)
-	SELECT p.pos, x.idx, $1, x.seq, x.data
-	FROM p, unnest($5::bigint[], $6::bytea[]) WITH ORDINALITY AS x(seq, data, idx))
-SELECT count(*), count(pg_notify($7, '')) FROM w`,
-
-		// The heartbeat path: one conditional UPDATE of one row. It sends
-		// no notification: NOTIFY makes committing transactions queue for
-		// one database-wide lock, which heartbeats must not pay for.
+		// The heartbeat path (a write without a log entry whose row
+		// exists): one conditional UPDATE of one row, no notification.
+		// When it matches nothing, Write calls the write function, which
+		// tells a conflict from a lobby to create.
 		// $1 id, $2 expected, $3 next, $4 data, $5 deadline.
 		update: `UPDATE _S_.lobbies
 SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NULL
 WHERE id = $1 AND version = $2`,
 
-		// As update, plus the events ($6 seqs, $7 data) and the
-		// notification on channel $8, as in createEvents.
-		updateEvents: `WITH w AS (
-	UPDATE _S_.lobbies
-	SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NULL
-	WHERE id = $1 AND version = $2
-	RETURNING 1),
-p AS (SELECT nextval(POSSEQ) AS pos FROM w),
-e AS (INSERT INTO _S_.outbox (pos, idx, lobby, seq, data)
-	SELECT p.pos, x.idx, $1, x.seq, x.data
-	FROM p, unnest($6::bigint[], $7::bytea[]) WITH ORDINALITY AS x(seq, data, idx))
-SELECT count(*), count(pg_notify($8, '')) FROM w`,
+		write: `SELECT _S_.write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 
-		// $1 id, $2 expected, $3 floor.
-		delete: `UPDATE _S_.lobbies
-SET version = $3, deleted = true, deadline = NULL, claimed_until = NULL
-WHERE id = $1 AND version = $2 AND NOT deleted`,
+		delete: `SELECT _S_.delete($1, $2, $3, $4)`,
 
 		// $1 now, $2 limit.
 		due: `SELECT id, deadline FROM _S_.lobbies WHERE deadline <= $1 ORDER BY deadline, id LIMIT $2`,
@@ -167,23 +289,95 @@ WHERE id = $1 AND version = $2 AND NOT deleted`,
 UPDATE _S_.lobbies AS l SET claimed_until = $3 FROM c WHERE l.id = c.id
 RETURNING l.id, l.deadline`,
 
-		// $1 limit.
-		pending: `SELECT lobby, seq, data FROM _S_.outbox ORDER BY pos, idx LIMIT $1`,
+		// One snapshot: first a header row with the lobby's trim marker
+		// (NULL without a row) and the store-wide floor, then the entries.
+		// $1 id, $2 after (ordered), $3 limit.
+		readLog: `SELECT true, (SELECT trimmed FROM _S_.lobbies WHERE id = $1), (SELECT version FROM _S_.store_floor),
+	NULL::bigint, NULL::bigint, NULL::bytea
+UNION ALL
+SELECT false, NULL, NULL, e.version, e.at, e.data FROM (
+	SELECT version, at, data FROM _S_.log WHERE lobby = $1 AND version > $2 ORDER BY version LIMIT $3) AS e`,
 
-		// Locks the rows in one global order before deleting them, so two
-		// relays acking overlapping sets cannot deadlock.
-		// $1 lobbies, $2 seqs.
-		ack: `WITH k AS (
-	SELECT o.pos, o.idx
-	FROM _S_.outbox AS o
-	JOIN unnest($1::bytea[], $2::bigint[]) AS a(lobby, seq) ON o.lobby = a.lobby AND o.seq = a.seq
-	ORDER BY o.pos, o.idx
-	FOR UPDATE OF o)
-DELETE FROM _S_.outbox AS o USING k WHERE o.pos = k.pos AND o.idx = k.idx`,
+		// $1 ids.
+		logHeads: `SELECT (SELECT max(g.version) FROM _S_.log AS g WHERE g.lobby = x.id)
+FROM unnest($1::bytea[]) WITH ORDINALITY AS x(id, i) ORDER BY x.i`,
+
+		// Age retention. The oldest entries first (log_age), then their
+		// lobbies' rows are locked, skipping rows a write holds, so the
+		// counts, trim markers and tombstone removals agree with what the
+		// DELETE really removed. $1 cutoff (Unix microseconds), $2 limit.
+		trimLog: `WITH cand AS (
+	SELECT lobby, version FROM _S_.log WHERE at < $1 ORDER BY at LIMIT $2),
+lk AS (
+	SELECT id, version, deleted, log_count FROM _S_.lobbies
+	WHERE id IN (SELECT lobby FROM cand)
+	ORDER BY id
+	FOR UPDATE SKIP LOCKED),
+del AS (
+	DELETE FROM _S_.log AS g USING cand, lk
+	WHERE g.lobby = cand.lobby AND g.version = cand.version AND lk.id = cand.lobby
+	RETURNING g.lobby, g.version),
+agg AS (
+	SELECT lk.id, lk.version, lk.deleted, lk.log_count - count(*) AS remaining, max(del.version) AS top
+	FROM del JOIN lk ON lk.id = del.lobby
+	GROUP BY lk.id, lk.version, lk.deleted, lk.log_count),
+upd AS (
+	UPDATE _S_.lobbies AS l SET log_count = agg.remaining, trimmed = greatest(l.trimmed, agg.top)
+	FROM agg WHERE l.id = agg.id AND NOT (agg.deleted AND agg.remaining = 0)),
+gone AS (
+	DELETE FROM _S_.lobbies AS l USING agg
+	WHERE l.id = agg.id AND agg.deleted AND agg.remaining = 0
+	RETURNING agg.version),
+fold AS (
+	UPDATE _S_.store_floor
+	SET version = greatest(version, (SELECT max(gone.version # '-9223372036854775808'::bigint) FROM gone))
+	WHERE EXISTS (SELECT FROM gone))
+SELECT count(*) FROM del`,
+
+		// $1 name.
+		isConsumer: `SELECT EXISTS (SELECT FROM _S_.consumers WHERE name = $1)`,
+		register:   `INSERT INTO _S_.consumers (name) VALUES ($1) ON CONFLICT DO NOTHING`,
+
+		// Cursors locked by another claimer, or by a write or commit in
+		// flight, are skipped. A trailing row (false, ...) says the name is
+		// not registered. $1 name, $2 now, $3 limit, $4 claimed until.
+		claimLog: `WITH c AS (
+	SELECT lobby FROM _S_.cursors
+	WHERE name = $1 AND head > after AND (claimed_until IS NULL OR claimed_until <= $2)
+	ORDER BY since, lobby
+	LIMIT $3
+	FOR UPDATE SKIP LOCKED),
+u AS (
+	UPDATE _S_.cursors AS k SET claimed_until = $4 FROM c
+	WHERE k.name = $1 AND k.lobby = c.lobby
+	RETURNING k.lobby, k.after, k.since)
+SELECT true, lobby, after, since FROM u
+UNION ALL
+SELECT false, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM _S_.consumers WHERE name = $1)`,
+
+		// Upserts, so that a commit beyond what was written (or for a lobby
+		// without a cursor) is remembered too: the cursor then has
+		// head = after, nothing to do. $1 name, $2 lobby, $3 after (ordered).
+		commitLog: `INSERT INTO _S_.cursors AS c (name, lobby, head, after, since)
+SELECT name, $2, $3, $3, 0 FROM _S_.consumers WHERE name = $1
+ON CONFLICT (name, lobby) DO UPDATE
+SET after = greatest(c.after, excluded.after), claimed_until = NULL`,
+		// Sent after commitLog in the same transaction: a cursor with
+		// nothing left to do goes, unless it is ahead of the lobby's
+		// version (or the floor without a row). Versions only grow, so once
+		// after is at most the version, every later entry lies above it,
+		// and the next write creates the cursor again just below its own
+		// entry: the cursor never moves back. $1 name, $2 lobby.
+		dropCursor: `DELETE FROM _S_.cursors
+WHERE name = $1 AND lobby = $2 AND head <= after
+	AND after <= coalesce(
+		(SELECT version # '-9223372036854775808'::bigint FROM _S_.lobbies WHERE id = $2),
+		(SELECT version FROM _S_.store_floor))`,
 	}
 	for _, p := range []*string{
-		&q.load, &q.probe, &q.create, &q.createEvents, &q.update, &q.updateEvents,
-		&q.delete, &q.due, &q.claim, &q.pending, &q.ack,
+		&q.load, &q.update, &q.write, &q.delete, &q.due, &q.claim,
+		&q.readLog, &q.logHeads, &q.trimLog, &q.isConsumer, &q.register,
+		&q.claimLog, &q.commitLog, &q.dropCursor,
 	} {
 		*p = r.Replace(*p)
 	}

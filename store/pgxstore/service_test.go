@@ -1,7 +1,6 @@
 package pgxstore
 
 import (
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -115,16 +114,6 @@ func (s *ctlServer) Start(t *testing.T) {
 		t.Fatalf("starting the server: %v", err)
 	}
 	s.down = false
-}
-
-// skipWithoutCtl skips a test that stops the server unless
-// LOBBYHOST_POSTGRES_CTL says how.
-func skipWithoutCtl(t *testing.T) {
-	t.Helper()
-	if os.Getenv(ctlEnv) == "" {
-		t.Skipf("restart test skipped: it stops the PostgreSQL server; set %s to a command that takes stop|start, "+
-			"e.g. %s='pg_ctlcluster --skip-systemctl-redirect 15 main'", ctlEnv, ctlEnv)
-	}
 }
 
 // TestService runs the Service-level suite. Its StoreRestart/durable

@@ -7,7 +7,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -35,8 +34,20 @@ const (
 type Option func(*config)
 
 type config struct {
-	schema string
+	schema    string
+	retention store.Retention
 }
+
+// Default retention of the effects log (see [WithRetention]).
+const (
+	DefaultRetentionEntries = 1024
+	DefaultRetentionAge     = 10 * time.Minute
+)
+
+// maxKeyLen bounds lobby IDs and consumer names (in bytes): the ID travels
+// base64-encoded in a notification payload, which PostgreSQL limits to 8000
+// bytes. Longer keys are store.ErrInvalid.
+const maxKeyLen = 4096
 
 // WithSchema makes the Store keep its tables in the named PostgreSQL schema
 // instead of [DefaultSchema], so several applications (or tests) can share a
@@ -49,38 +60,59 @@ func WithSchema(name string) Option {
 	return func(c *config) { c.schema = name }
 }
 
+// WithRetention sets how long the effects log keeps entries: at most
+// r.Entries per lobby (older ones are removed by the Write that appends
+// the newer) and none older than r.Age (removed by [Store.TrimLog]). A zero
+// field removes that bound. Without this option the Store keeps
+// [DefaultRetentionEntries] entries per lobby for [DefaultRetentionAge].
+// Negative fields make New return an error wrapping store.ErrInvalid. All
+// processes sharing a schema should use the same retention.
+func WithRetention(r store.Retention) Option {
+	return func(c *config) { c.retention = r }
+}
+
 // Store is a store.Store on PostgreSQL. It is safe for concurrent use by many
 // goroutines and many processes sharing the same schema. Create it with
 // [New] and the schema with [Store.Migrate].
 type Store struct {
-	pool    *pgxpool.Pool
-	schema  string // as given
-	channel string // LISTEN/NOTIFY channel
-	q       queries
-	notify  notifier
+	pool      *pgxpool.Pool
+	schema    string // as given
+	channel   string // LISTEN/NOTIFY channel
+	retention store.Retention
+	regLock   int64 // see registerLockKey
+	q         queries
+	notify    notifier
 }
 
 // New returns a Store that runs its statements on pool. The caller keeps
 // ownership of pool: New does not connect, and closing the pool is the
 // caller's job (after the last call on the Store, and after the contexts of
-// every [Store.Notify] subscription are done). New returns an error wrapping
+// every [Store.Subscribe] are done). New returns an error wrapping
 // store.ErrInvalid if pool is nil or an option is out of range.
 func New(pool *pgxpool.Pool, opts ...Option) (*Store, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("pgxstore: nil pool: %w", store.ErrInvalid)
 	}
-	c := config{schema: DefaultSchema}
+	c := config{
+		schema:    DefaultSchema,
+		retention: store.Retention{Entries: DefaultRetentionEntries, Age: DefaultRetentionAge},
+	}
 	for _, o := range opts {
 		o(&c)
 	}
 	if err := validSchema(c.schema); err != nil {
 		return nil, err
 	}
+	if c.retention.Entries < 0 || c.retention.Age < 0 {
+		return nil, fmt.Errorf("pgxstore: negative retention %+v: %w", c.retention, store.ErrInvalid)
+	}
 	s := &Store{
-		pool:    pool,
-		schema:  c.schema,
-		channel: c.schema + channelSuffix,
-		q:       buildQueries(c.schema),
+		pool:      pool,
+		schema:    c.schema,
+		channel:   c.schema + channelSuffix,
+		retention: c.retention,
+		regLock:   registerLockKey(c.schema),
+		q:         buildQueries(c.schema),
 	}
 	s.notify.init(s)
 	return s, nil
@@ -101,52 +133,74 @@ func validSchema(name string) error {
 	return nil
 }
 
+// validKey checks a lobby ID or consumer name.
+func validKey(op, what, key string) error {
+	switch {
+	case key == "":
+		return fmt.Errorf("pgxstore: %s: empty %s: %w", op, what, store.ErrInvalid)
+	case len(key) > maxKeyLen:
+		return fmt.Errorf("pgxstore: %s: %s of %d bytes, more than %d: %w", op, what, len(key), maxKeyLen, store.ErrInvalid)
+	}
+	return nil
+}
+
 // Schema returns the name of the PostgreSQL schema the Store uses.
 func (s *Store) Schema() string { return s.schema }
 
+// Retention returns the log retention the Store applies.
+func (s *Store) Retention() store.Retention { return s.retention }
+
 // Load returns the lobby's record. If there is none, it returns
-// store.ErrNotFound with a Record holding the ID, the floor (0 for an ID
-// never written, the tombstone's version after Delete) and, after Delete,
-// the deleted record's data. An empty id is
+// store.ErrNotFound with a Record holding the ID and the floor: the
+// tombstone's version and the deleted record's data while the tombstone
+// lasts, else the store-wide floor. It is one statement. An empty id is
 // store.ErrInvalid. Data is a fresh slice owned by the caller; nil when the
 // record was written with nil Data.
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
 	}
-	if id == "" {
-		return store.Record{}, fmt.Errorf("pgxstore: load: empty lobby ID: %w", store.ErrInvalid)
+	if err := validKey("load", "lobby ID", id); err != nil {
+		return store.Record{}, err
 	}
 	var (
-		version  int64
-		deleted  bool
+		version  pgtype.Int8
+		deleted  pgtype.Bool
 		data     []byte
 		deadline pgtype.Int8
+		floor    int64
 	)
-	err := s.pool.QueryRow(ctx, s.q.load, []byte(id)).Scan(&version, &deleted, &data, &deadline)
+	err := s.pool.QueryRow(ctx, s.q.load, []byte(id)).Scan(&version, &deleted, &data, &deadline, &floor)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return store.Record{ID: id}, store.ErrNotFound
 	case err != nil:
 		return store.Record{}, s.fail(ctx, "load", id, err)
-	case deleted:
-		return store.Record{ID: id, Version: uint64(version), Data: data}, store.ErrNotFound
+	case !version.Valid:
+		return store.Record{ID: id, Version: fromOrdered(floor)}, store.ErrNotFound
+	case deleted.Bool:
+		return store.Record{ID: id, Version: uint64(version.Int64), Data: data}, store.ErrNotFound
 	}
 	return store.Record{
 		ID:       id,
-		Version:  uint64(version),
+		Version:  uint64(version.Int64),
 		Data:     data,
 		Deadline: fromNanos(deadline),
 	}, nil
 }
 
 // Write stores w if the lobby's version (its floor when it has no record)
-// equals w.Expected: record, deadline and events in one statement. It
+// equals w.Expected: record, deadline and log entry in one transaction. It
 // returns store.ErrConflict if the version differs, and store.ErrInvalid if
-// w.ID is empty, an event names another lobby, w.Expected is the largest
-// uint64 (no next version exists) or w.Deadline lies outside the years
-// 1678-2261; in all these cases nothing is written. Write releases a claim
-// made by [Store.Claim]. It does not retain w's slices.
+// w.ID is empty or longer than 4096 bytes, w.Expected is the largest uint64
+// (no next version exists) or w.Deadline lies outside the years 1678-2261;
+// in all these cases nothing is written. Write releases a claim made by
+// [Store.Claim]. It does not retain w's slices.
+//
+// A write with a log entry is one call of the schema's write function (one
+// round trip), which also trims the lobby's log to the retention count,
+// marks the entry as pending for every registered consumer and notifies
+// subscribers. A write without one (a heartbeat) is one UPDATE of the
+// lobby's row; only when that matches nothing (a conflict, or a lobby to
+// create) does a second round trip call the write function to decide.
 func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -154,100 +208,79 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := w.Validate(); err != nil {
 		return fmt.Errorf("pgxstore: %w", err)
 	}
+	if err := validKey("write", "lobby ID", w.ID); err != nil {
+		return err
+	}
 	deadline, ok := toNanos(w.Deadline)
 	if !ok {
 		return fmt.Errorf("pgxstore: write %q: deadline %v outside the storable range: %w", w.ID, w.Deadline, store.ErrInvalid)
 	}
-
 	id := []byte(w.ID)
-	data := w.Data // nil is stored as NULL, which Load turns back into nil
-	next := int64(w.Expected + 1)
-	var (
-		sql  string
-		args []any
-	)
-	switch {
-	case w.Expected == 0 && len(w.Events) == 0:
-		sql, args = s.q.create, []any{id, next, data, deadline}
-	case w.Expected == 0:
-		seqs, datas := eventColumns(w.Events)
-		sql, args = s.q.createEvents, []any{id, next, data, deadline, seqs, datas, s.channel}
-	case len(w.Events) == 0:
-		sql, args = s.q.update, []any{id, int64(w.Expected), next, data, deadline}
-	default:
-		seqs, datas := eventColumns(w.Events)
-		sql, args = s.q.updateEvents, []any{id, int64(w.Expected), next, data, deadline, seqs, datas, s.channel}
-	}
-	var written int64
-	if len(w.Events) == 0 {
-		tag, err := s.pool.Exec(ctx, sql, args...)
+	next := w.Expected + 1
+	if w.Effects == nil {
+		tag, err := s.pool.Exec(ctx, s.q.update, id, int64(w.Expected), int64(next), w.Data, deadline)
 		if err != nil {
 			return s.fail(ctx, "write", w.ID, err)
 		}
-		written = tag.RowsAffected()
-	} else if err := s.pool.QueryRow(ctx, sql, args...).Scan(&written, nil); err != nil {
+		if tag.RowsAffected() == 1 {
+			return nil
+		}
+	}
+	entry := w.Effects
+	if entry == nil {
+		entry = []byte{} // unused: the function appends nothing without effects
+	}
+	var written bool
+	err := s.pool.QueryRow(ctx, s.q.write,
+		id, int64(w.Expected), int64(next), toOrdered(w.Expected), toOrdered(next),
+		w.Data, deadline, w.Effects != nil, w.At.UnixMicro(), entry,
+		int64(s.retention.Entries), s.channel, changePayload(w.ID, next),
+	).Scan(&written)
+	if err != nil {
 		return s.fail(ctx, "write", w.ID, err)
 	}
-	if written == 0 {
+	if !written {
 		return fmt.Errorf("pgxstore: write %q: version is not %d: %w", w.ID, w.Expected, store.ErrConflict)
 	}
 	return nil
 }
 
-// eventColumns turns events into the two arrays the outbox insert unnests.
-func eventColumns(events []store.Event) ([]int64, [][]byte) {
-	seqs := make([]int64, len(events))
-	datas := make([][]byte, len(events))
-	for i, e := range events {
-		seqs[i] = int64(e.Seq)
-		datas[i] = e.Data
-	}
-	return seqs, datas
-}
-
-// Delete turns the lobby's record into a tombstone whose version, the floor,
-// is max(expected, floor), keeping its data, if the record's version equals
-// expected. Pending
-// events stay in the outbox. It returns store.ErrNotFound if the lobby has no
-// record, store.ErrConflict if its version differs, store.ErrInvalid for an
-// empty id; in all three cases it changes nothing.
+// Delete removes the lobby's record if its version equals expected. While
+// the lobby has log entries it keeps a tombstone (the floor
+// max(expected, floor) and the record's data); without any it removes the
+// row and raises the store-wide floor to that value. It returns
+// store.ErrNotFound if the lobby has no record, store.ErrConflict if its
+// version differs, store.ErrInvalid for an empty id; in all three cases it
+// changes nothing. It is one round trip.
 func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if id == "" {
-		return fmt.Errorf("pgxstore: delete: empty lobby ID: %w", store.ErrInvalid)
+	if err := validKey("delete", "lobby ID", id); err != nil {
+		return err
 	}
 	tomb := max(expected, floor)
-	key := []byte(id)
-	for {
-		tag, err := s.pool.Exec(ctx, s.q.delete, key, int64(expected), int64(tomb))
-		if err != nil {
-			return s.fail(ctx, "delete", id, err)
-		}
-		if tag.RowsAffected() == 1 {
-			return nil
-		}
-		// Nothing matched: tell a missing record from a different version
-		// by looking again with a fresh snapshot. The answer describes a
-		// moment after the failed UPDATE, so it is a linearisable reason
-		// for failing; if the record has meanwhile reached the expected
-		// version (it was recreated), try again.
-		var (
-			version int64
-			deleted bool
-		)
-		err = s.pool.QueryRow(ctx, s.q.probe, key).Scan(&version, &deleted)
-		switch {
-		case errors.Is(err, pgx.ErrNoRows), err == nil && deleted:
-			return fmt.Errorf("pgxstore: delete %q: %w", id, store.ErrNotFound)
-		case err != nil:
-			return s.fail(ctx, "delete", id, err)
-		case uint64(version) != expected:
-			return fmt.Errorf("pgxstore: delete %q: version is %d, not %d: %w", id, uint64(version), expected, store.ErrConflict)
-		}
+	var outcome string
+	if err := s.pool.QueryRow(ctx, s.q.delete, []byte(id), int64(expected), int64(tomb), toOrdered(tomb)).Scan(&outcome); err != nil {
+		return s.fail(ctx, "delete", id, err)
+	}
+	switch outcome {
+	case "d":
+		return nil
+	case "n":
+		return fmt.Errorf("pgxstore: delete %q: %w", id, store.ErrNotFound)
+	default:
+		return fmt.Errorf("pgxstore: delete %q: version is not %d: %w", id, expected, store.ErrConflict)
 	}
 }
+
+// toOrdered encodes a version or log position for the columns that compare
+// them (see the schema): the top bit flipped, so signed order is unsigned
+// order.
+func toOrdered(v uint64) int64 { return int64(v ^ 1<<63) }
+
+// fromOrdered decodes toOrdered.
+func fromOrdered(v int64) uint64 { return uint64(v) ^ 1<<63 }
 
 // fail wraps a database error with the operation and lobby, and makes sure a
 // failure caused by the caller's context matches the context's error with

@@ -110,8 +110,7 @@ func TestSchemasAreIsolated(t *testing.T) {
 	a, b := newTestStore(t), newTestStore(t)
 	ctx := ctxT(t)
 	deadline := time.Unix(100, 0)
-	ev := []store.Event{{Lobby: "x", Seq: 1, Data: []byte("e")}}
-	if err := a.Write(ctx, store.Write{ID: "x", Data: []byte("a"), Deadline: deadline, Events: ev}); err != nil {
+	if err := a.Write(ctx, store.Write{ID: "x", Data: []byte("a"), Deadline: deadline, Effects: []byte("e")}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := b.Load(ctx, "x"); !errors.Is(err, store.ErrNotFound) {
@@ -120,8 +119,8 @@ func TestSchemasAreIsolated(t *testing.T) {
 	if d, err := b.Due(ctx, deadline, 10); err != nil || len(d) != 0 {
 		t.Errorf("other schema: Due = %v, %v; want none", d, err)
 	}
-	if p, err := b.Pending(ctx, 10); err != nil || len(p) != 0 {
-		t.Errorf("other schema: Pending = %v, %v; want none", p, err)
+	if p, err := b.ReadLog(ctx, "x", 0, 10); err != nil || len(p) != 0 {
+		t.Errorf("other schema: ReadLog = %v, %v; want none", p, err)
 	}
 	// The same ID can be created in b, independently.
 	if err := b.Write(ctx, store.Write{ID: "x", Data: []byte("b")}); err != nil {
@@ -130,7 +129,7 @@ func TestSchemasAreIsolated(t *testing.T) {
 }
 
 // TestOddSchemaName: a schema name with quotes, dots, spaces and capitals
-// is quoted everywhere it appears (identifiers, the sequence literal, the
+// is quoted everywhere it appears (identifiers, the functions' bodies, the
 // notification channel).
 func TestOddSchemaName(t *testing.T) {
 	pool := testPool(t, 16)
@@ -146,30 +145,39 @@ func TestOddSchemaName(t *testing.T) {
 	}
 	nctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ch, err := s.Notify(nctx)
+	feed, err := s.Subscribe(nctx)
 	if err != nil {
-		t.Fatalf("Notify = %v", err)
+		t.Fatalf("Subscribe = %v", err)
 	}
-	ev := []store.Event{{Lobby: "l", Seq: 7, Data: []byte("e")}}
-	if err := s.Write(ctx, store.Write{ID: "l", Data: []byte("d"), Events: ev}); err != nil {
+	if err := s.RegisterConsumer(ctx, "c"); err != nil {
+		t.Fatalf("RegisterConsumer = %v", err)
+	}
+	at := time.Unix(1_700_000_000, 0).UTC()
+	if err := s.Write(ctx, store.Write{ID: "l", Data: []byte("d"), At: at, Effects: []byte("e")}); err != nil {
 		t.Fatalf("Write = %v", err)
 	}
-	if err := s.Write(ctx, store.Write{ID: "l", Expected: 1, Data: []byte("d2"), Events: []store.Event{{Lobby: "l", Seq: 8}}}); err != nil {
+	if err := s.Write(ctx, store.Write{ID: "l", Expected: 1, Data: []byte("d2"), At: at, Effects: []byte{}}); err != nil {
 		t.Fatalf("Write = %v", err)
 	}
-	got, err := s.Pending(ctx, 10)
+	got, err := s.ReadLog(ctx, "l", 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.Event{{Lobby: "l", Seq: 7, Data: []byte("e")}, {Lobby: "l", Seq: 8}}
+	want := []store.Entry{{Lobby: "l", Version: 1, At: at, Data: []byte("e")}, {Lobby: "l", Version: 2, At: at, Data: []byte{}}}
 	if d := cmp.Diff(want, got); d != "" {
-		t.Errorf("Pending (-want +got):\n%s", d)
+		t.Errorf("ReadLog (-want +got):\n%s", d)
 	}
-	receive(t, ch, "a Write in an oddly named schema")
+	if c, err := s.ClaimLog(ctx, "c", at, 10, time.Second); err != nil || len(c) != 1 || c[0] != (store.Cursor{Lobby: "l"}) {
+		t.Errorf("ClaimLog = %v, %v; want lobby l after 0", c, err)
+	}
+	if err := s.Delete(ctx, "l", 2, 0); err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	receiveChange(t, feed, store.Change{Lobby: "l", Version: 2}, "Writes in an oddly named schema")
 }
 
-// TestFullUint64Range: versions and sequence numbers above math.MaxInt64
-// survive the bigint columns.
+// TestFullUint64Range: versions and log positions above math.MaxInt64
+// survive the bigint columns and keep their order.
 func TestFullUint64Range(t *testing.T) {
 	s := newTestStore(t)
 	ctx := ctxT(t)
@@ -183,8 +191,10 @@ func TestFullUint64Range(t *testing.T) {
 	if r, err := s.Load(ctx, "v"); !errors.Is(err, store.ErrNotFound) || r.Version != top-1 {
 		t.Fatalf("Load after Delete = %+v, %v; want floor %d and %v", r, err, uint64(top-1), store.ErrNotFound)
 	}
-	ev := []store.Event{{Lobby: "v", Seq: top, Data: []byte("last")}, {Lobby: "v", Seq: 1 << 63}}
-	if err := s.Write(ctx, store.Write{ID: "v", Expected: top - 1, Data: []byte("2"), Events: ev}); err != nil {
+	if err := s.Write(ctx, store.Write{ID: "w", Expected: 1<<63 - 2, Effects: []byte("a")}); !errors.Is(err, store.ErrConflict) {
+		t.Fatalf("Write to a new ID expecting 2^63-2 = %v, want %v", err, store.ErrConflict)
+	}
+	if err := s.Write(ctx, store.Write{ID: "v", Expected: top - 1, Data: []byte("2"), Effects: []byte("last")}); err != nil {
 		t.Fatalf("Write expecting MaxUint64-1 = %v", err)
 	}
 	want := store.Record{ID: "v", Version: top, Data: []byte("2")}
@@ -194,22 +204,31 @@ func TestFullUint64Range(t *testing.T) {
 	if err := s.Write(ctx, store.Write{ID: "v", Expected: top}); !errors.Is(err, store.ErrInvalid) {
 		t.Fatalf("Write expecting MaxUint64 = %v, want %v", err, store.ErrInvalid)
 	}
-	got, err := s.Pending(ctx, 10)
-	if err != nil {
+	// Positions above 2^63 order after those below it. The lobby was
+	// created on the store-wide floor, so what lies below it counts as
+	// trimmed.
+	for _, after := range []uint64{0, 1 << 62, 1<<63 - 1, 1 << 63, top - 2} {
+		var ce *store.CompactedError
+		if _, err := s.ReadLog(ctx, "v", after, 10); !errors.As(err, &ce) || ce.Trimmed != top-1 {
+			t.Fatalf("ReadLog after %d = %v; want compacted up to MaxUint64-1", after, err)
+		}
+	}
+	if got, err := s.ReadLog(ctx, "v", top-1, 10); err != nil || len(got) != 1 || got[0].Version != top || string(got[0].Data) != "last" {
+		t.Fatalf("ReadLog after MaxUint64-1 = %+v, %v; want the entry at MaxUint64", got, err)
+	}
+	if got, err := s.ReadLog(ctx, "v", top, 10); err != nil || len(got) != 0 {
+		t.Fatalf("ReadLog after MaxUint64 = %+v, %v; want none", got, err)
+	}
+	if h, err := s.LogHeads(ctx, []string{"v", "w"}); err != nil || h[0] != top || h[1] != 0 {
+		t.Fatalf("LogHeads = %v, %v; want [MaxUint64 0]", h, err)
+	}
+	// Deleting it folds nothing (the log keeps the entry); with the floor
+	// passed as MaxUint64 the tombstone keeps that.
+	if err := s.Delete(ctx, "v", top, 0); err != nil {
 		t.Fatal(err)
 	}
-	if d := cmp.Diff(ev, got); d != "" {
-		t.Fatalf("Pending (-want +got):\n%s", d)
-	}
-	if err := s.Ack(ctx, ev[:1]); err != nil {
-		t.Fatal(err)
-	}
-	got, err = s.Pending(ctx, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(ev[1:], got); d != "" {
-		t.Fatalf("Pending after acking seq MaxUint64 (-want +got):\n%s", d)
+	if r, err := s.Load(ctx, "v"); !errors.Is(err, store.ErrNotFound) || r.Version != top {
+		t.Fatalf("Load after the second Delete = %+v, %v; want floor MaxUint64", r, err)
 	}
 }
 
@@ -218,8 +237,7 @@ func TestFullUint64Range(t *testing.T) {
 func TestNilAndEmptyDataStayApart(t *testing.T) {
 	s := newTestStore(t)
 	ctx := ctxT(t)
-	ev := []store.Event{{Lobby: "nil", Seq: 1}, {Lobby: "nil", Seq: 2, Data: []byte{}}}
-	if err := s.Write(ctx, store.Write{ID: "nil", Events: ev}); err != nil {
+	if err := s.Write(ctx, store.Write{ID: "nil"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Write(ctx, store.Write{ID: "empty", Data: []byte{}}); err != nil {
@@ -231,9 +249,12 @@ func TestNilAndEmptyDataStayApart(t *testing.T) {
 	if r, err := s.Load(ctx, "empty"); err != nil || r.Data == nil || len(r.Data) != 0 {
 		t.Errorf("Load(empty data) = %#v, %v; want non-nil empty Data", r.Data, err)
 	}
-	got, err := s.Pending(ctx, 10)
-	if err != nil || len(got) != 2 || got[0].Data != nil || got[1].Data == nil {
-		t.Errorf("Pending = %#v, %v; want nil then empty Data", got, err)
+	if err := s.Write(ctx, store.Write{ID: "nil", Expected: 1, Effects: []byte{}}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ReadLog(ctx, "nil", 0, 10)
+	if err != nil || len(got) != 1 || got[0].Version != 2 || got[0].Data == nil || len(got[0].Data) != 0 {
+		t.Errorf("ReadLog = %#v, %v; want one empty entry at 2 (the nil Effects appended none)", got, err)
 	}
 }
 
@@ -346,16 +367,20 @@ func TestUnreachableServer(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	calls := map[string]func() error{
-		"migrate": func() error { return s.Migrate(ctx) },
-		"load":    func() error { _, err := s.Load(ctx, "x"); return err },
-		"write":   func() error { return s.Write(ctx, store.Write{ID: "x"}) },
-		"delete":  func() error { return s.Delete(ctx, "x", 1, 0) },
-		"due":     func() error { _, err := s.Due(ctx, time.Now(), 1); return err },
-		"claim":   func() error { _, err := s.Claim(ctx, time.Now(), 1, time.Second); return err },
-		"pending": func() error { _, err := s.Pending(ctx, 1); return err },
-		"ack":     func() error { return s.Ack(ctx, []store.Event{{Lobby: "x", Seq: 1}}) },
-		"notify":  func() error { _, err := s.Notify(ctx); return err },
-		"now":     func() error { _, err := s.Now(ctx); return err },
+		"migrate":           func() error { return s.Migrate(ctx) },
+		"load":              func() error { _, err := s.Load(ctx, "x"); return err },
+		"write":             func() error { return s.Write(ctx, store.Write{ID: "x"}) },
+		"delete":            func() error { return s.Delete(ctx, "x", 1, 0) },
+		"due":               func() error { _, err := s.Due(ctx, time.Now(), 1); return err },
+		"claim":             func() error { _, err := s.Claim(ctx, time.Now(), 1, time.Second); return err },
+		"read log":          func() error { _, err := s.ReadLog(ctx, "x", 0, 1); return err },
+		"log heads":         func() error { _, err := s.LogHeads(ctx, []string{"x"}); return err },
+		"trim log":          func() error { _, err := s.TrimLog(ctx, time.Now(), 1); return err },
+		"register consumer": func() error { return s.RegisterConsumer(ctx, "c") },
+		"claim log":         func() error { _, err := s.ClaimLog(ctx, "c", time.Now(), 1, time.Second); return err },
+		"commit log":        func() error { return s.CommitLog(ctx, "c", "x", 1) },
+		"subscribe":         func() error { _, err := s.Subscribe(ctx); return err },
+		"now":               func() error { _, err := s.Now(ctx); return err },
 	}
 	for op, call := range calls {
 		err := call()
@@ -374,15 +399,42 @@ func TestUnreachableServer(t *testing.T) {
 	}
 }
 
-// receive waits (boundedly) for a value on a Notify channel.
-func receive(t *testing.T, ch <-chan struct{}, after string) {
+// receiveChange waits (boundedly) until feed holds want, failing if it was
+// lost or names another change of the lobby instead.
+func receiveChange(t *testing.T, feed *store.Feed, want store.Change, after string) {
 	t.Helper()
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatalf("Notify channel closed, expected a value after %s", after)
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case <-feed.Ready():
+		case <-timeout:
+			t.Fatalf("no change %+v within 10s after %s", want, after)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("no Notify value within 10s after %s", after)
+		changes, lost := feed.Take()
+		if lost {
+			t.Fatalf("feed lost waiting for %+v after %s", want, after)
+		}
+		for _, c := range changes {
+			if c == want {
+				return
+			}
+			t.Logf("change %+v while waiting for %+v", c, want)
+		}
+	}
+}
+
+// receiveLost waits (boundedly) until feed reports itself lost.
+func receiveLost(t *testing.T, feed *store.Feed, after string) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case <-feed.Ready():
+		case <-timeout:
+			t.Fatalf("feed not lost within 10s after %s", after)
+		}
+		if _, lost := feed.Take(); lost {
+			return
+		}
 	}
 }
