@@ -159,8 +159,9 @@ func (s *Store) LogHeads(ctx context.Context, ids []string) ([]uint64, error) {
 // With one shard it is one script. With several, it first reads the
 // oldest limit members of every shard's age index, keeps the oldest limit
 // overall, and then trims up to those in one script per shard, pipelined;
-// members another TrimLog removed in between are skipped, so it may remove
-// fewer than it could. Either way it touches only entries it removes.
+// if that removed fewer than limit, it looks again, until a look finds
+// nothing to remove. Either way it reads only what it removes, plus at most
+// limit index members per shard and look.
 func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -183,6 +184,28 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 		return int(n), nil
 	}
 
+	// Each round looks at every shard and trims up to the oldest picks. A
+	// round can fall short of its picks: an earlier entry of a pick's
+	// lobby used the budget, or another TrimLog took a pick. Then the next
+	// round looks again, as long as rounds make progress.
+	total := 0
+	for total < limit {
+		n, err := s.trimRound(ctx, bound, limit-total)
+		total += n
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	return total, nil
+}
+
+// trimRound is one round of TrimLog with several shards: it reads the
+// oldest limit members of every shard's age index, keeps the oldest limit
+// overall, and trims up to them, one script per shard, pipelined.
+func (s *Store) trimRound(ctx context.Context, bound string, limit int) (int, error) {
 	cmds := make(rueidis.Commands, len(s.shards))
 	for k := range s.shards {
 		cmds[k] = s.c.B().Zrangebylex().Key(s.shards[k].age).Min("-").Max(bound).Limit(0, int64(limit)).Build()
