@@ -9,23 +9,24 @@ import (
 	"testing"
 
 	"github.com/lobbyhost/lobbyhost/store"
-	"github.com/lobbyhost/lobbyhost/store/memstore"
 	"github.com/lobbyhost/lobbyhost/storetest"
 )
 
 // brokenEnv names the flaw TestBrokenTarget gives its store.
 const brokenEnv = "LOBBYHOST_STORETEST_FLAW"
 
+// runSimple runs the suite on simple stores with flaw f: newStore's keep
+// every entry, NewRetained's keep what they are told.
+func runSimple(t *testing.T, f flaw) {
+	storetest.RunWith(t, func(*testing.T) store.Store { return newSimpleStore(f, store.Retention{}) }, storetest.Options{
+		NewRetained: func(_ *testing.T, r store.Retention) store.Store { return newSimpleStore(f, r) },
+	})
+}
+
 // TestSimpleStore is the control for TestBrokenStores: without a flaw, the
 // store the flaws are cut from passes the whole suite.
 func TestSimpleStore(t *testing.T) {
-	storetest.Run(t, func(*testing.T) store.Store { return newSimpleStore(noFlaw) })
-}
-
-// TestMemstore runs the suite on the in-memory store from this package too,
-// so a change to the suite is checked against it without leaving here.
-func TestMemstore(t *testing.T) {
-	storetest.Run(t, func(*testing.T) store.Store { return memstore.New() })
+	runSimple(t, noFlaw)
 }
 
 // TestBrokenTarget runs the suite on the flawed store named by the
@@ -38,7 +39,7 @@ func TestBrokenTarget(t *testing.T) {
 	}
 	for _, f := range flaws {
 		if f.name == name {
-			storetest.Run(t, func(*testing.T) store.Store { return newSimpleStore(f) })
+			runSimple(t, f)
 			return
 		}
 	}

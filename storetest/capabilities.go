@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -95,130 +96,137 @@ func checkClaim(h *harness) {
 // them through a server (LISTEN/NOTIFY, pub/sub), in milliseconds.
 const notifyWait = 5 * time.Second
 
-// checkNotify (store.Notifier only): a Notify channel receives a value after
-// a Write that appends events, every subscriber does, writers never wait
-// for a subscriber that does not read, and the channel is closed once its
-// context is done. (Writes without events may notify or not.)
-func checkNotify(h *harness) {
+// subscriber takes changes from a Feed and checks each against the log.
+type subscriber struct {
+	h    *harness
+	f    *store.Feed
+	seen map[string]uint64 // highest position taken, per lobby
+	lost int
+}
+
+// await takes from the feed until it has named lobby id at position v or
+// later, or fails after notifyWait. Every Change it takes must name a
+// position where the lobby's log holds an entry (the suite never trims
+// here) and come once the entry can be read.
+func (s *subscriber) await(id string, v uint64, after string) {
+	s.h.t.Helper()
+	timeout := time.After(notifyWait)
+	for s.seen[id] < v {
+		select {
+		case <-s.f.Ready():
+		case <-timeout:
+			s.h.t.Fatalf("no Change naming %q at position %d or later within %v after %s (the feed was lost %d times meanwhile)",
+				id, v, notifyWait, after, s.lost)
+		}
+		changes, lost := s.f.Take()
+		if lost {
+			s.lost++
+		}
+		for _, c := range changes {
+			s.check(c)
+			s.seen[c.Lobby] = max(s.seen[c.Lobby], c.Version)
+		}
+	}
+}
+
+// check fails unless ReadLog shows an entry at c's position.
+func (s *subscriber) check(c store.Change) {
+	s.h.t.Helper()
+	if c.Version == 0 {
+		s.h.t.Fatalf("Change{%q, 0}: no entry has position 0", c.Lobby)
+	}
+	got, err := s.h.s.ReadLog(s.h.ctx, c.Lobby, c.Version-1, 1)
+	if err != nil {
+		s.h.t.Fatalf("ReadLog(%q, %d, 1) after taking Change{%q, %d} = %v", c.Lobby, c.Version-1, c.Lobby, c.Version, err)
+	}
+	if len(got) != 1 || got[0].Version != c.Version {
+		s.h.t.Fatalf("took Change{%q, %d}, but ReadLog(%q, %d, 1) right after shows %v: "+
+			"the Change names no entry, or came before its write was visible", c.Lobby, c.Version, c.Lobby, c.Version-1, positions(got))
+	}
+}
+
+func positions(entries []store.Entry) []uint64 {
+	out := []uint64{}
+	for _, e := range entries {
+		out = append(out, e.Version)
+	}
+	return out
+}
+
+func (h *harness) subscribe(n store.Notifier, ctx context.Context) *subscriber {
+	h.t.Helper()
+	f, err := n.Subscribe(ctx)
+	if err != nil {
+		h.t.Fatalf("Subscribe = %v, want nil", err)
+	}
+	if f == nil {
+		h.t.Fatal("Subscribe returned a nil Feed")
+	}
+	return &subscriber{h: h, f: f, seen: map[string]uint64{}}
+}
+
+// checkSubscribe (store.Notifier only): every Feed receives a Change for
+// each Write with Effects, naming its lobby and its entry's position;
+// several subscribers each receive them; writers never wait for a
+// subscriber that does not take; a subscriber whose context ended leaves
+// the others alone. (Writes without Effects may add changes or not.)
+func checkSubscribe(h *harness) {
 	n, ok := h.s.(store.Notifier)
 	if !ok {
 		h.t.Skip("the store does not implement the optional store.Notifier")
 	}
-	ctx, cancel := context.WithCancel(h.ctx)
-	defer cancel()
-	ch1, err := n.Notify(ctx)
-	if err != nil {
-		h.t.Fatalf("Notify = %v, want nil", err)
-	}
-	ctx2, cancel2 := context.WithCancel(h.ctx)
-	defer cancel2()
-	ch2, err := n.Notify(ctx2)
-	if err != nil {
-		h.t.Fatalf("Notify = %v, want nil", err)
-	}
-	receive := func(ch <-chan struct{}, after string) {
-		h.t.Helper()
-		select {
-		case _, ok := <-ch:
-			if !ok {
-				h.t.Fatalf("Notify channel closed after %s while its context is live", after)
-			}
-		case <-time.After(notifyWait):
-			h.t.Fatalf("Notify channel received nothing within %v after %s", notifyWait, after)
-		}
-	}
-	drain := func(ch <-chan struct{}) {
-		for {
-			select {
-			case <-ch:
-			default:
-				return
-			}
-		}
-	}
+	ctx1, cancel1 := context.WithCancel(h.ctx)
+	defer cancel1()
+	s1 := h.subscribe(n, ctx1)
+	s2 := h.subscribe(n, h.ctx)
 
-	ev := func(seq uint64) []store.Event { return []store.Event{{Lobby: "n", Seq: seq, Data: []byte("e")}} }
-	h.write(store.Write{ID: "n", Data: []byte("1"), Deadline: t0, Events: ev(1)})
-	receive(ch1, "a Write with events")
-	receive(ch2, "a Write with events")
+	h.write(store.Write{ID: "sub-n", Data: []byte("1"), Deadline: t0, Effects: []byte("e1")})
+	s1.await("sub-n", 1, "a Write with Effects")
+	s2.await("sub-n", 1, "a Write with Effects")
+	h.write(store.Write{ID: "sub-n", Expected: 1, Data: []byte("2")}) // no entry
+	h.write(store.Write{ID: "sub-n", Expected: 2, Data: []byte("3"), Effects: []byte("e3")})
+	h.write(store.Write{ID: "sub-m", Data: []byte("1"), Effects: []byte("m1")})
+	s1.await("sub-n", 3, "a Write with Effects at position 3")
+	s1.await("sub-m", 1, "a Write with Effects to another lobby")
 
-	// Nobody reads ch1 and ch2 now: writes must not wait for them.
-	within(h.t, "100 writes with unread Notify channels", func() {
-		for v := uint64(1); v <= 100; v++ {
-			if h.s.Write(h.ctx, store.Write{ID: "n", Expected: v, Data: []byte("x"), Events: ev(v + 1)}) != nil {
+	// Nobody takes from the feeds now: writes must not wait for them.
+	within(h.t, "100 writes with feeds nobody takes from", func() {
+		for v := uint64(3); v < 103; v++ {
+			if h.s.Write(h.ctx, store.Write{ID: "sub-n", Expected: v, Data: []byte("x"), At: t0, Effects: counter(int(v + 1))}) != nil {
 				return
 			}
 		}
 	})
-	h.expectRecord(store.Record{ID: "n", Version: 101, Data: []byte("x")})
-	receive(ch1, "100 writes with events")
-	drain(ch1)
+	h.expectRecord(store.Record{ID: "sub-n", Version: 103, Data: []byte("x")})
+	s1.await("sub-n", 103, "100 writes with Effects")
+	s2.await("sub-n", 103, "100 writes with Effects")
 
-	// Closing: values may still come, then the channel closes.
-	cancel()
-	closed := false
-	deadline := time.After(promptly)
-	for !closed {
-		select {
-		case _, ok := <-ch1:
-			closed = !ok
-		case <-deadline:
-			h.t.Fatalf("Notify channel not closed within %v after its context was cancelled", promptly)
-		}
-	}
-	// The other subscriber lives on.
-	drain(ch2)
-	h.write(store.Write{ID: "n2", Data: []byte("x"), Events: []store.Event{{Lobby: "n2", Seq: 1, Data: []byte("e")}}})
-	receive(ch2, "a Write with events, after another subscriber left")
+	// One subscriber leaves; the other still receives.
+	cancel1()
+	h.write(store.Write{ID: "sub-m", Expected: 1, Data: []byte("2"), Effects: []byte("m2")})
+	s2.await("sub-m", 2, "a Write with Effects, after another subscriber left")
 }
 
-// checkNotifyAfterCommit (store.Notifier only): a value comes only once the
-// write it announces is visible, so a reader that reads the outbox only
-// when notified sees every write. Here the reader drains its channel, a
-// Write with an event starts, and the reader calls Pending after each value
-// until it sees the event; a store that notifies before its write is
-// visible hands out a value too early, and the reader waits for one that
-// never comes.
-func checkNotifyAfterCommit(h *harness) {
+// checkSubscribeAfterCommit (store.Notifier only): a Change is added only
+// once its write is visible, so a reader that reads the log when it takes a
+// Change sees the entry. Each round, a Write with Effects starts and the
+// reader reads the log for every Change it takes; a store that adds the
+// Change before committing lets the reader look too early.
+func checkSubscribeAfterCommit(h *harness) {
 	n, ok := h.s.(store.Notifier)
 	if !ok {
 		h.t.Skip("the store does not implement the optional store.Notifier")
 	}
-	ch, err := n.Notify(h.ctx)
-	if err != nil {
-		h.t.Fatalf("Notify = %v, want nil", err)
-	}
-	const id, rounds = "notify-commit", 20
+	s := h.subscribe(n, h.ctx)
+	const id, rounds = "sub-commit", 20
 	for v := range uint64(rounds) {
-		for drained := false; !drained; {
-			select {
-			case <-ch:
-			default:
-				drained = true
-			}
-		}
 		written := make(chan error, 1)
 		go func() {
-			written <- h.s.Write(h.ctx, store.Write{ID: id, Expected: v, Data: counter(int(v + 1)),
-				Events: []store.Event{{Lobby: id, Seq: v + 1, Data: counter(int(v + 1))}}})
+			written <- h.s.Write(h.ctx, store.Write{ID: id, Expected: v, Data: counter(int(v + 1)), At: t0, Effects: counter(int(v + 1))})
 		}()
-		for seen := false; !seen; {
-			select {
-			case _, ok := <-ch:
-				if !ok {
-					h.t.Fatal("Notify channel closed while its context is live")
-				}
-			case <-time.After(notifyWait):
-				h.t.Fatalf("round %d: no notification within %v after which Pending shows the Write's event: "+
-					"the store notified before its write was visible, or not at all", v+1, notifyWait)
-			}
-			for _, e := range h.pending(rounds + 10) {
-				seen = seen || e.Seq == v+1
-			}
-		}
+		s.await(id, v+1, fmt.Sprintf("Write %d", v+1))
 		if err := <-written; err != nil {
 			h.t.Fatalf("Write(%q, %d) = %v, want nil", id, v, err)
 		}
-		h.ack(store.Event{Lobby: id, Seq: v + 1})
 	}
 }

@@ -23,8 +23,8 @@ func readCounter(b []byte) (int, error) {
 
 // checkConcurrentWriters: goroutines racing conditional writes on one lobby
 // get exactly one winner per version, and no update is lost: a counter that
-// every winner increments ends equal to the number of wins, and the outbox
-// holds exactly one event per version.
+// every winner increments ends equal to the number of wins, and the log
+// holds exactly one entry per version.
 func checkConcurrentWriters(h *harness) {
 	const id = "lobby-contended"
 	const goroutines, rounds, perGoroutine = 8, 40, 25
@@ -56,8 +56,7 @@ func checkConcurrentWriters(h *harness) {
 					return
 				}
 				writeErrs[g] = h.s.Write(h.ctx, store.Write{
-					ID: id, Expected: loads[g].Version, Data: counter(n + 1),
-					Events: []store.Event{{Lobby: id, Seq: loads[g].Version + 1, Data: counter(n + 1)}},
+					ID: id, Expected: loads[g].Version, Data: counter(n + 1), At: t0, Effects: counter(n + 1),
 				})
 			}()
 		}
@@ -105,8 +104,7 @@ func checkConcurrentWriters(h *harness) {
 					return
 				}
 				err = h.s.Write(h.ctx, store.Write{
-					ID: id, Expected: r.Version, Data: counter(n + 1),
-					Events: []store.Event{{Lobby: id, Seq: r.Version + 1, Data: counter(n + 1)}},
+					ID: id, Expected: r.Version, Data: counter(n + 1), At: t0, Effects: counter(n + 1),
 				})
 				switch {
 				case err == nil:
@@ -136,10 +134,10 @@ func checkConcurrentWriters(h *harness) {
 			total, n, r.Version, total, total+1)
 	}
 
-	// One event per version, in version order.
-	var want []store.Event
+	// One entry per version, in version order (version 1 had none).
+	var want []store.Entry
 	for v := 2; v <= total+1; v++ {
-		want = append(want, store.Event{Lobby: id, Seq: uint64(v), Data: counter(v - 1)})
+		want = append(want, store.Entry{Lobby: id, Version: uint64(v), Data: counter(v - 1)})
 	}
-	h.expectPending(want)
+	h.expectLog(id, 0, want)
 }

@@ -26,8 +26,9 @@ func (h *harness) deleteErr(id string, expected, floor uint64, want error) {
 // exactly that floor creates the lobby again, and it continues above it.
 func checkDeleteFloor(h *harness) {
 	const id = "lobby-floor"
+	// Each write appends an entry, so the tombstone (and its data) lasts.
 	for v := range uint64(3) {
-		h.write(store.Write{ID: id, Expected: v, Data: []byte("x"), Deadline: t0})
+		h.write(store.Write{ID: id, Expected: v, Data: []byte("x"), Deadline: t0, Effects: []byte("e")})
 	}
 
 	// floor below expected: the record's own version is the floor.
@@ -43,7 +44,7 @@ func checkDeleteFloor(h *harness) {
 	if g := h.loadMissing(id, []byte("x")); g != f {
 		h.t.Fatalf("floor moved from %d to %d after refused writes", f, g)
 	}
-	h.write(store.Write{ID: id, Expected: f, Data: []byte("again"), Deadline: t0})
+	h.write(store.Write{ID: id, Expected: f, Data: []byte("again"), Deadline: t0, Effects: []byte("e")})
 	h.expectRecord(store.Record{ID: id, Version: f + 1, Data: []byte("again"), Deadline: t0})
 
 	// floor above expected: the floor wins.
@@ -66,7 +67,7 @@ func checkDeleteFloor(h *harness) {
 // ErrConflict and changes nothing.
 func checkDeleteStale(h *harness) {
 	const id = "lobby-delete-stale"
-	h.write(store.Write{ID: id, Data: []byte("1"), Deadline: t0, Events: []store.Event{ev(id, 1, "e")}})
+	h.write(store.Write{ID: id, Data: []byte("1"), Deadline: t0, Effects: []byte("e")})
 	h.write(store.Write{ID: id, Expected: 1, Data: []byte("2"), Deadline: t0})
 	before := h.state(id)
 	for _, wrong := range []uint64{0, 1, 3, 1 << 40} {
@@ -89,7 +90,7 @@ func checkDeleteMissing(h *harness) {
 	h.write(store.Write{ID: id, Data: []byte("created at 0")})
 	h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("created at 0")})
 
-	h.write(store.Write{ID: gone, Data: []byte("x")})
+	h.write(store.Write{ID: gone, Data: []byte("x"), Effects: []byte("e")})
 	h.delete(gone, 1, 7)
 	f := h.loadMissing(gone, []byte("x"))
 	before := h.state(id, gone)
@@ -98,16 +99,44 @@ func checkDeleteMissing(h *harness) {
 	h.unchanged(before, "Delete of a deleted lobby")
 }
 
-// checkDeleteKeepsOutbox: events written before a Delete stay pending, and
-// the lobby's events after re-creation follow them.
-func checkDeleteKeepsOutbox(h *harness) {
-	const id = "lobby-outbox-delete"
-	h.write(store.Write{ID: id, Data: []byte("x"), Deadline: t0, Events: []store.Event{ev(id, 1, "joined"), ev(id, 2, "left")}})
-	h.delete(id, 1, 2)
-	want := []store.Event{ev(id, 1, "joined"), ev(id, 2, "left")}
-	h.expectPending(want)
-	f := h.loadMissing(id, []byte("x"))
-	h.write(store.Write{ID: id, Expected: f, Data: []byte("y"), Deadline: t0.Add(time.Second), Events: []store.Event{ev(id, 3, "joined again")}})
-	h.expectPending(append(want, ev(id, 3, "joined again")))
+// checkDeleteKeepsLog: Delete leaves the log alone. The entries written
+// before it stay readable, Load reports the deleted record's data while
+// they last, LogHeads still names the last one, and a lobby created again
+// continues the log above every position it had, also when the Delete's
+// floor was 0.
+func checkDeleteKeepsLog(h *harness) {
+	const id = "lobby-log-delete"
+	h.write(store.Write{ID: id, Data: []byte("x1"), Deadline: t0, Effects: []byte("joined")})
+	h.write(store.Write{ID: id, Expected: 1, Data: []byte("x2"), Effects: []byte("left")})
+	h.write(store.Write{ID: id, Expected: 2, Data: []byte("x3")}) // no entry
+	h.delete(id, 3, 5)
+	want := []store.Entry{entry(id, 1, "joined"), entry(id, 2, "left")}
+	h.expectLog(id, 0, want)
+	f := h.loadMissing(id, []byte("x3"))
+	if f < 5 {
+		h.t.Fatalf("Load(%q) after Delete(%q, 3, 5): floor %d, want >= 5", id, id, f)
+	}
+	if d := diff([]uint64{2}, h.heads(id)); d != "" {
+		h.t.Fatalf("LogHeads of a deleted lobby whose entries remain (-want +got):\n%s", d)
+	}
+
+	h.write(store.Write{ID: id, Expected: f, Data: []byte("y"), Deadline: t0.Add(time.Second), Effects: []byte("joined again")})
+	want = append(want, entry(id, f+1, "joined again"))
+	h.expectLog(id, 0, want)
+	h.expectLog(id, 2, want[2:])
 	h.expectDue(later, 10, []store.Due{{ID: id, Deadline: t0.Add(time.Second)}})
+
+	// Deleted again with a floor of 0: the next life still continues
+	// above every position the log ever had.
+	h.delete(id, f+1, 0)
+	g := h.loadMissing(id, []byte("y"))
+	if g < f+1 {
+		h.t.Fatalf("Load(%q) after Delete(%q, %d, 0): floor %d, want >= %d", id, id, f+1, g, f+1)
+	}
+	h.write(store.Write{ID: id, Expected: g, Data: []byte("z"), Effects: []byte("third life")})
+	want = append(want, entry(id, g+1, "third life"))
+	h.expectLog(id, 0, want)
+	if d := diff([]uint64{g + 1}, h.heads(id)); d != "" {
+		h.t.Fatalf("LogHeads after a third life (-want +got):\n%s", d)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,17 +13,36 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
+// modelRetention is what the ModelRetained check asks NewRetained for: an
+// age bound only, so that which entries TrimLog removes is exact (count
+// retention has its own check).
+var modelRetention = store.Retention{Age: time.Hour}
+
 // model is the reference store: what a correct store shows after a
 // sequence of calls, kept in plain maps and slices.
 type model struct {
 	records map[string]store.Record // lobbies with a record
-	floors  map[string]uint64       // version of every ID ever written: record's or floor
-	tombs   map[string][]byte       // the data of each deleted record
-	outbox  []store.Event           // pending, oldest first
-	seq     map[string]uint64       // last event Seq written per lobby
+	floors  map[string]uint64       // version or floor of every ID with a record or a tombstone
+	tombs   map[string][]byte       // the data of each deleted record whose entries remain
+	logs    map[string]*modelLog    // every ID with a record or a tombstone
+	global  uint64                  // what every other ID reports as its floor
+	now     time.Time               // the writers' clock: each write's At
 }
 
-func (m *model) version(id string) uint64 { return m.floors[id] }
+type modelLog struct {
+	entries []store.Entry
+	// trimmed is the highest position retention removed, or the
+	// store-wide floor when the lobby was created from nothing: no
+	// position at or below it can be read.
+	trimmed uint64
+}
+
+func (m *model) version(id string) uint64 {
+	if f, ok := m.floors[id]; ok {
+		return f
+	}
+	return m.global
+}
 
 func (m *model) due(now time.Time, limit int) []store.Due {
 	var all []store.Due
@@ -33,6 +53,48 @@ func (m *model) due(now time.Time, limit int) []store.Due {
 	}
 	sortDue(all)
 	return dueAt(all, now, limit)
+}
+
+func (m *model) head(id string) uint64 {
+	if l := m.logs[id]; l != nil && len(l.entries) > 0 {
+		return l.entries[len(l.entries)-1].Version
+	}
+	return 0
+}
+
+// readLog is what ReadLog(id, after, limit) returns: entries, or the
+// Trimmed of a CompactedError (0 for none).
+func (m *model) readLog(id string, after uint64, limit int) ([]store.Entry, uint64) {
+	l := m.logs[id]
+	if l == nil {
+		if after < m.global {
+			return nil, m.global
+		}
+		return nil, 0
+	}
+	if after < l.trimmed {
+		return nil, l.trimmed
+	}
+	var out []store.Entry
+	for _, e := range l.entries {
+		if e.Version > after && len(out) < limit {
+			out = append(out, e)
+		}
+	}
+	return out, 0
+}
+
+// folds reports the IDs without a record whose log is empty: their
+// tombstones must go.
+func (m *model) folds() []string {
+	var out []string
+	for id, l := range m.logs {
+		if _, ok := m.records[id]; !ok && len(l.entries) == 0 {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // modelIDs include a prefix pair and IDs whose byte order differs from
@@ -50,18 +112,20 @@ var modelDeadlines = []time.Time{
 }
 
 // checkModel: random sequences of calls (writes with right and wrong
-// versions, deletes, loads, due queries, pending reads and acks) give the
-// same results as the reference model, and after every step the store
-// shows exactly the model's records, due index and outbox. Each rapid
-// iteration uses a new store.
-func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
+// versions, with and without Effects, deletes, loads, due queries, log
+// reads and heads, and with retention, trims as the writers' clock moves)
+// give the same results as the reference model, and after every step the
+// store shows exactly the model's records, floors, due index and logs.
+// Each rapid iteration uses a new store.
+func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bool) {
 	ctx := t.Context()
 	rapid.Check(t, func(rt *rapid.T) {
 		s := newStore(t)
 		if s == nil {
 			rt.Fatal("newStore returned a nil store")
 		}
-		m := &model{records: map[string]store.Record{}, floors: map[string]uint64{}, tombs: map[string][]byte{}, seq: map[string]uint64{}}
+		m := &model{records: map[string]store.Record{}, floors: map[string]uint64{}, tombs: map[string][]byte{},
+			logs: map[string]*modelLog{}, now: t0.Truncate(time.Millisecond)}
 		genID := rapid.SampledFrom(modelIDs)
 		genData := rapid.SliceOfN(rapid.Byte(), 0, 6)
 		genDeadline := rapid.SampledFrom(modelDeadlines)
@@ -74,8 +138,21 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 				}
 			}
 		}
+		// learnFloor adopts the floor the store reports for id after
+		// it lost its record or tombstone, which must be at least
+		// least and is then every such ID's floor.
+		learnFloor := func(rt *rapid.T, id string, least uint64) {
+			r, err := s.Load(ctx, id)
+			if !errors.Is(err, store.ErrNotFound) {
+				rt.Fatalf("Load(%q) after its tombstone folded = %s, want %v", id, describe(err), store.ErrNotFound)
+			}
+			if r.Version < least {
+				rt.Fatalf("Load(%q) after its tombstone folded: floor %d, want >= %d (every floor folded so far)", id, r.Version, least)
+			}
+			m.global = r.Version
+		}
 
-		rt.Repeat(map[string]func(*rapid.T){
+		actions := map[string]func(*rapid.T){
 			"Write": func(rt *rapid.T) {
 				id := genID.Draw(rt, "id")
 				right := m.version(id)
@@ -83,11 +160,17 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 				if !rapid.Bool().Draw(rt, "right version") {
 					expected = genWrong(rt, right)
 				}
-				var events []store.Event
-				for i := range rapid.IntRange(0, 2).Draw(rt, "events") {
-					events = append(events, store.Event{Lobby: id, Seq: m.seq[id] + uint64(i) + 1, Data: genData.Draw(rt, "event data")})
+				var effects []byte
+				switch rapid.IntRange(0, 3).Draw(rt, "effects") {
+				case 0: // none
+				case 1:
+					effects = []byte{}
+				default:
+					effects = genData.Draw(rt, "effects data")
 				}
-				w := store.Write{ID: id, Expected: expected, Data: genData.Draw(rt, "data"), Deadline: genDeadline.Draw(rt, "deadline"), Events: events}
+				w := store.Write{ID: id, Expected: expected, Data: genData.Draw(rt, "data"), Deadline: genDeadline.Draw(rt, "deadline"),
+					At: m.now, Effects: effects}
+				m.now = m.now.Add(time.Millisecond)
 				err := s.Write(ctx, w)
 				if expected != right {
 					if !errors.Is(err, store.ErrConflict) {
@@ -100,18 +183,14 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 				}
 				m.records[id] = store.Record{ID: id, Version: right + 1, Data: bytes.Clone(w.Data), Deadline: w.Deadline}
 				m.floors[id] = right + 1
-				m.seq[id] += uint64(len(events))
-				for _, e := range events {
-					m.outbox = append(m.outbox, store.Event{Lobby: e.Lobby, Seq: e.Seq, Data: bytes.Clone(e.Data)})
+				delete(m.tombs, id)
+				l := m.logs[id]
+				if l == nil {
+					l = &modelLog{trimmed: m.global}
+					m.logs[id] = l
 				}
-			},
-			"WriteInvalid": func(rt *rapid.T) {
-				id := genID.Draw(rt, "id")
-				other := genID.Filter(func(o string) bool { return o != id }).Draw(rt, "other")
-				w := store.Write{ID: id, Expected: m.version(id), Data: []byte("invalid"), Deadline: t0,
-					Events: []store.Event{{Lobby: id, Seq: m.seq[id] + 1}, {Lobby: other, Seq: m.seq[other] + 1}}}
-				if err := s.Write(ctx, w); !errors.Is(err, store.ErrInvalid) {
-					rt.Fatalf("Write(%q) with an event of %q = %s, want %v", id, other, describe(err), store.ErrInvalid)
+				if effects != nil {
+					l.entries = append(l.entries, store.Entry{Lobby: id, Version: right + 1, At: w.At, Data: bytes.Clone(effects)})
 				}
 			},
 			"Delete": func(rt *rapid.T) {
@@ -137,6 +216,15 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 					if err != nil {
 						rt.Fatalf("Delete(%q, %d, %d) = %v, want nil", id, expected, floor, err)
 					}
+					data := m.records[id].Data
+					delete(m.records, id)
+					if len(m.logs[id].entries) == 0 {
+						// No entries: no tombstone.
+						delete(m.floors, id)
+						delete(m.logs, id)
+						learnFloor(rt, id, max(m.global, expected, floor))
+						return
+					}
 					// The contract promises at least max(expected, floor);
 					// adopt what the store reports if it is higher.
 					r, err := s.Load(ctx, id)
@@ -146,8 +234,7 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 					if r.Version < max(expected, floor) {
 						rt.Fatalf("Load(%q) after Delete(%d, %d): floor %d, want >= %d", id, expected, floor, r.Version, max(expected, floor))
 					}
-					m.tombs[id] = m.records[id].Data
-					delete(m.records, id)
+					m.tombs[id] = data
 					m.floors[id] = r.Version
 				}
 			},
@@ -165,40 +252,22 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 					rt.Fatalf("Due(%v, %d) mismatch (-want +got):\n%s", now, limit, d)
 				}
 			},
-			"Pending": func(rt *rapid.T) {
-				limit := rapid.IntRange(1, 8).Draw(rt, "limit")
-				got, err := s.Pending(ctx, limit)
-				if err != nil {
-					rt.Fatalf("Pending(%d) = %v", limit, err)
-				}
-				if d := diff(m.outbox[:min(limit, len(m.outbox))], got); d != "" {
-					rt.Fatalf("Pending(%d) mismatch (-want +got):\n%s", limit, d)
-				}
+			"ReadLog": func(rt *rapid.T) {
+				id := genID.Draw(rt, "id")
+				after := rapid.Uint64Range(0, m.version(id)+1).Draw(rt, "after")
+				limit := rapid.IntRange(1, 4).Draw(rt, "limit")
+				modelReadLog(ctx, rt, s, m, id, after, limit)
 			},
-			"Ack": func(rt *rapid.T) {
-				var acks []store.Event
-				keep := m.outbox[:0:0]
-				for i, e := range m.outbox {
-					if rapid.Bool().Draw(rt, "ack") {
-						acks = append(acks, store.Event{Lobby: e.Lobby, Seq: e.Seq})
-					} else {
-						keep = append(keep, m.outbox[i])
-					}
-				}
-				if rapid.Bool().Draw(rt, "ack an unknown event") {
-					id := genID.Draw(rt, "unknown lobby")
-					acks = append(acks, store.Event{Lobby: id, Seq: m.seq[id] + 1})
-				}
-				acks = rapid.Permutation(acks).Draw(rt, "ack order")
-				if err := s.Ack(ctx, acks); err != nil {
-					rt.Fatalf("Ack(%d events) = %v", len(acks), err)
-				}
-				m.outbox = keep
+			"LogHeads": func(rt *rapid.T) {
+				ids := rapid.SliceOfN(genID, 0, 5).Draw(rt, "ids")
+				modelHeads(ctx, rt, s, m, ids)
 			},
 			"": func(rt *rapid.T) {
 				for _, id := range modelIDs {
 					modelLoad(ctx, rt, s, m, id)
+					modelReadLog(ctx, rt, s, m, id, 0, 1000)
 				}
+				modelHeads(ctx, rt, s, m, modelIDs)
 				got, err := s.Due(ctx, later, 100)
 				if err != nil {
 					rt.Fatalf("Due(later, 100) = %v", err)
@@ -206,15 +275,55 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store) {
 				if d := diff(m.due(later, 100), got); d != "" {
 					rt.Fatalf("due index differs from the model (-want +got):\n%s", d)
 				}
-				events, err := s.Pending(ctx, 1000)
-				if err != nil {
-					rt.Fatalf("Pending(1000) = %v", err)
-				}
-				if d := diff(m.outbox, events); d != "" {
-					rt.Fatalf("outbox differs from the model (-want +got):\n%s", d)
-				}
 			},
-		})
+		}
+		if retained {
+			actions["Tick"] = func(rt *rapid.T) {
+				m.now = m.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(rt, "minutes")) * time.Minute)
+			}
+			actions["TrimLog"] = func(rt *rapid.T) {
+				limit := rapid.IntRange(1, 4).Draw(rt, "limit")
+				// Half a millisecond off every At, so no entry is
+				// exactly as old as the bound.
+				now := m.now.Add(500 * time.Microsecond)
+				cutoff := now.Add(-modelRetention.Age)
+				type old struct {
+					id string
+					e  store.Entry
+				}
+				var all []old
+				for id, l := range m.logs {
+					for _, e := range l.entries {
+						if e.At.Before(cutoff) {
+							all = append(all, old{id, e})
+						}
+					}
+				}
+				slices.SortFunc(all, func(a, b old) int { return a.e.At.Compare(b.e.At) })
+				all = all[:min(len(all), limit)]
+				n, err := s.TrimLog(ctx, now, limit)
+				if err != nil || n != len(all) {
+					rt.Fatalf("TrimLog(%v, %d) = %d, %s; want %d, nil", now, limit, n, describe(err), len(all))
+				}
+				for _, o := range all {
+					l := m.logs[o.id]
+					l.entries = slices.DeleteFunc(l.entries, func(e store.Entry) bool { return e.Version == o.e.Version })
+					l.trimmed = max(l.trimmed, o.e.Version)
+				}
+				least := m.global
+				folded := m.folds()
+				for _, id := range folded {
+					least = max(least, m.floors[id])
+					delete(m.floors, id)
+					delete(m.tombs, id)
+					delete(m.logs, id)
+				}
+				if len(folded) > 0 {
+					learnFloor(rt, folded[0], least)
+				}
+			}
+		}
+		rt.Repeat(actions)
 	})
 }
 
@@ -226,11 +335,55 @@ func modelLoad(ctx context.Context, rt *rapid.T, s store.Store, m *model, id str
 		if !errors.Is(err, store.ErrNotFound) {
 			rt.Fatalf("Load(%q) = %+v, %s; want %v", id, r, describe(err), store.ErrNotFound)
 		}
-		want = store.Record{ID: id, Version: m.floors[id], Data: m.tombs[id]}
+		want = store.Record{ID: id, Version: m.version(id), Data: m.tombs[id]}
 	} else if err != nil {
 		rt.Fatalf("Load(%q) = %v, want nil", id, err)
 	}
 	if d := diff(want, r); d != "" {
 		rt.Fatalf("Load(%q) differs from the model (-want +got):\n%s", id, d)
+	}
+}
+
+// modelReadLog compares ReadLog(id, after, limit) with the model.
+func modelReadLog(ctx context.Context, rt *rapid.T, s store.Store, m *model, id string, after uint64, limit int) {
+	want, trimmed := m.readLog(id, after, limit)
+	got, err := s.ReadLog(ctx, id, after, limit)
+	if trimmed > 0 {
+		var ce *store.CompactedError
+		if !errors.As(err, &ce) || !errors.Is(err, store.ErrCompacted) {
+			rt.Fatalf("ReadLog(%q, %d, %d) = %d entries, %s; want a CompactedError with Trimmed %d", id, after, limit, len(got), describe(err), trimmed)
+		}
+		if d := diff(store.CompactedError{Lobby: id, After: after, Trimmed: trimmed}, *ce); d != "" {
+			rt.Fatalf("ReadLog(%q, %d, %d): CompactedError differs from the model (-want +got):\n%s", id, after, limit, d)
+		}
+		return
+	}
+	if err != nil {
+		rt.Fatalf("ReadLog(%q, %d, %d) = %v, want nil", id, after, limit, err)
+	}
+	if len(got) == len(want) {
+		for i := range got {
+			if sameAt(want[i].At, got[i].At) {
+				got[i].At = want[i].At
+			}
+		}
+	}
+	if d := diff(want, got); d != "" {
+		rt.Fatalf("ReadLog(%q, %d, %d) differs from the model (-want +got):\n%s", id, after, limit, d)
+	}
+}
+
+// modelHeads compares LogHeads(ids) with the model.
+func modelHeads(ctx context.Context, rt *rapid.T, s store.Store, m *model, ids []string) {
+	want := make([]uint64, len(ids))
+	for i, id := range ids {
+		want[i] = m.head(id)
+	}
+	got, err := s.LogHeads(ctx, ids)
+	if err != nil {
+		rt.Fatalf("LogHeads(%q) = %v", ids, err)
+	}
+	if d := diff(want, got); d != "" {
+		rt.Fatalf("LogHeads(%q) differs from the model (-want +got):\n%s", ids, d)
 	}
 }

@@ -22,7 +22,7 @@ func readerDeadline(v uint64) time.Time {
 // readerVersion inverts readerDeadline.
 func readerVersion(d time.Time) uint64 { return uint64(d.Sub(t0) / time.Millisecond) }
 
-// checkConcurrentReaders: readers calling Load, Due and Pending while
+// checkConcurrentReaders: readers calling Load, Due and ReadLog while
 // writers race on the same lobbies never see part of a write, and never go
 // back in time:
 //
@@ -32,11 +32,11 @@ func readerVersion(d time.Time) uint64 { return uint64(d.Sub(t0) / time.Millisec
 //     passes (the index never runs ahead of the record);
 //   - Load shows the data of its version, and never a version below one this
 //     reader saw before;
-//   - Pending never shows an event whose record a Load right after does not
-//     show, always shows the events of the version a Load before it showed,
-//     and never loses an event it showed (nothing is acknowledged here).
+//   - ReadLog never shows an entry whose record a Load right after does not
+//     show, always shows the entry of the version a Load before it showed,
+//     and never loses an entry it showed (nothing is trimmed here).
 //
-// Once the writers stop, every lobby's record, due entry and events agree.
+// Once the writers stop, every lobby's record, due entry and log agree.
 func checkConcurrentReaders(h *harness) {
 	const writers, readers, perLobby = 4, 2, 150
 	lobbies := []string{"rd-a", "rd-b", "rd-c"}
@@ -79,7 +79,7 @@ func checkConcurrentReaders(h *harness) {
 				v := r.Version + 1
 				err = h.s.Write(h.ctx, store.Write{
 					ID: id, Expected: r.Version, Data: counter(int(v)), Deadline: readerDeadline(v),
-					Events: []store.Event{{Lobby: id, Seq: v, Data: counter(int(v))}},
+					At: t0, Effects: counter(int(v)),
 				})
 				switch {
 				case err == nil:
@@ -98,7 +98,7 @@ func checkConcurrentReaders(h *harness) {
 	var rg sync.WaitGroup
 	for r := range readers {
 		rg.Go(func() {
-			rd := &reader{h: h, fail: fail, last: map[string]uint64{}, shown: map[string]map[uint64]bool{}}
+			rd := &reader{h: h, fail: fail, last: map[string]uint64{}, shown: map[string]uint64{}}
 			for i := r; ; i++ {
 				select {
 				case <-stop:
@@ -114,9 +114,9 @@ func checkConcurrentReaders(h *harness) {
 				case 0:
 					ok = rd.loadDueLoad(id)
 				case 1:
-					ok = rd.pendingThenLoad(id)
+					ok = rd.logThenLoad(id)
 				default:
-					ok = rd.loadThenPending(id)
+					ok = rd.loadThenLog(id)
 				}
 				if !ok {
 					return
@@ -136,7 +136,6 @@ func checkConcurrentReaders(h *harness) {
 
 	// At rest everything agrees.
 	var wantDue []store.Due
-	wantEvents := map[string][]uint64{}
 	for li, id := range lobbies {
 		r := h.load(id)
 		if r.Version != uint64(wins[li]) || string(r.Data) != string(counter(int(r.Version))) {
@@ -146,20 +145,15 @@ func checkConcurrentReaders(h *harness) {
 		if d := readerDeadline(r.Version); !d.IsZero() {
 			wantDue = append(wantDue, store.Due{ID: id, Deadline: d})
 		}
+		var want []store.Entry
 		for v := uint64(1); v <= r.Version; v++ {
-			wantEvents[id] = append(wantEvents[id], v)
+			want = append(want, store.Entry{Lobby: id, Version: v, Data: counter(int(v))})
 		}
+		h.expectLog(id, 0, want)
 	}
 	sortDue(wantDue)
 	if d := diff(wantDue, h.due(later, 100)); d != "" {
 		h.t.Errorf("due index at rest disagrees with the records (-want +got):\n%s", d)
-	}
-	gotEvents := map[string][]uint64{}
-	for _, e := range h.pending(len(lobbies)*perLobby + 100) {
-		gotEvents[e.Lobby] = append(gotEvents[e.Lobby], e.Seq)
-	}
-	if d := diff(wantEvents, gotEvents); d != "" {
-		h.t.Errorf("outbox at rest: not one event per version, in order (-want +got):\n%s", d)
 	}
 }
 
@@ -167,8 +161,8 @@ func checkConcurrentReaders(h *harness) {
 type reader struct {
 	h     *harness
 	fail  func(format string, args ...any)
-	last  map[string]uint64          // highest version Load showed, per lobby
-	shown map[string]map[uint64]bool // events Pending showed, per lobby
+	last  map[string]uint64 // highest version Load showed, per lobby
+	shown map[string]uint64 // highest position ReadLog showed, per lobby
 }
 
 // load loads id, checks it against what this reader saw before, and
@@ -238,36 +232,34 @@ func describeDue(d time.Time, in bool) string {
 	return fmt.Sprintf("the deadline of version %d", readerVersion(d))
 }
 
-// pending reads the outbox and checks that no event this reader saw has
-// gone (nothing is acknowledged during the check).
-func (rd *reader) pending() ([]store.Event, bool) {
-	p, err := rd.h.s.Pending(rd.h.ctx, 10000)
+// readLog reads id's whole log, checks that it holds one entry per
+// version from 1, with the version's data, and that it reaches at least as
+// far as this reader saw before (nothing is trimmed during the check); it
+// returns the newest position.
+func (rd *reader) readLog(id string) (uint64, bool) {
+	got, err := rd.h.s.ReadLog(rd.h.ctx, id, 0, 10000)
 	if err != nil {
-		rd.fail("reader: Pending = %v", err)
-		return nil, false
+		rd.fail("reader: ReadLog(%q) = %v", id, err)
+		return 0, false
 	}
-	now := map[string]map[uint64]bool{}
-	for _, e := range p {
-		if now[e.Lobby] == nil {
-			now[e.Lobby] = map[uint64]bool{}
-		}
-		now[e.Lobby][e.Seq] = true
-	}
-	for id, seqs := range rd.shown {
-		for s := range seqs {
-			if !now[id][s] {
-				rd.fail("event %d of %q was pending, and a later Pending no longer shows it (nothing was acknowledged)", s, id)
-				return nil, false
-			}
+	for i, e := range got {
+		if e.Version != uint64(i+1) || string(e.Data) != string(counter(i+1)) {
+			rd.fail("ReadLog(%q): entry %d at position %d with %q, want position %d with %q", id, i, e.Version, e.Data, i+1, counter(i+1))
+			return 0, false
 		}
 	}
-	rd.shown = now
-	return p, true
+	head := uint64(len(got))
+	if head < rd.shown[id] {
+		rd.fail("ReadLog(%q) ends at position %d, but an earlier ReadLog showed position %d (nothing was trimmed)", id, head, rd.shown[id])
+		return 0, false
+	}
+	rd.shown[id] = head
+	return head, true
 }
 
-// pendingThenLoad: every event Pending shows has its record.
-func (rd *reader) pendingThenLoad(id string) bool {
-	p, ok := rd.pending()
+// logThenLoad: every entry ReadLog shows has its record.
+func (rd *reader) logThenLoad(id string) bool {
+	head, ok := rd.readLog(id)
 	if !ok {
 		return false
 	}
@@ -275,29 +267,26 @@ func (rd *reader) pendingThenLoad(id string) bool {
 	if !ok {
 		return false
 	}
-	for _, e := range p {
-		if e.Lobby == id && e.Seq > v {
-			rd.fail("Pending showed event %d of %q, but a Load after it showed version %d", e.Seq, id, v)
-			return false
-		}
+	if head > v {
+		rd.fail("ReadLog showed the entry at position %d of %q, but a Load after it showed version %d", head, id, v)
+		return false
 	}
 	return true
 }
 
-// loadThenPending: every version Load shows has its event pending.
-func (rd *reader) loadThenPending(id string) bool {
+// loadThenLog: every version Load shows has its entry.
+func (rd *reader) loadThenLog(id string) bool {
 	v, ok := rd.load(id)
 	if !ok {
 		return false
 	}
-	if _, ok := rd.pending(); !ok {
+	head, ok := rd.readLog(id)
+	if !ok {
 		return false
 	}
-	for s := uint64(1); s <= v; s++ {
-		if !rd.shown[id][s] {
-			rd.fail("Load showed version %d of %q, but Pending after it lacks the event of version %d", v, id, s)
-			return false
-		}
+	if head < v {
+		rd.fail("Load showed version %d of %q, but ReadLog after it ends at position %d", v, id, head)
+		return false
 	}
 	return true
 }

@@ -63,24 +63,23 @@ func checkLoadMissing(h *harness) {
 // conflict and changes nothing.
 func checkCreateExisting(h *harness) {
 	const id = "lobby-create"
-	h.write(store.Write{ID: id, Data: []byte("first"), Deadline: t0, Events: []store.Event{ev(id, 1, "created")}})
+	h.write(store.Write{ID: id, Data: []byte("first"), Deadline: t0, Effects: []byte("created")})
 	before := h.state(id)
 	h.writeErr(store.Write{
-		ID: id, Data: []byte("second"), Deadline: t0.Add(-time.Hour),
-		Events: []store.Event{ev(id, 1, "created again")},
+		ID: id, Data: []byte("second"), Deadline: t0.Add(-time.Hour), Effects: []byte("created again"),
 	}, store.ErrConflict)
 	h.unchanged(before, "a second create")
 }
 
 // checkWriteStaleVersion: a Write whose Expected is not the stored version
 // is ErrConflict and changes nothing: not the record, not the due index, not
-// the outbox.
+// the log.
 func checkWriteStaleVersion(h *harness) {
 	const id, other = "lobby-stale", "lobby-bystander"
 	for v := range uint64(3) {
 		h.write(store.Write{
 			ID: id, Expected: v, Data: fmt.Appendf(nil, "v%d", v+1), Deadline: t0.Add(time.Duration(v) * time.Second),
-			Events: []store.Event{ev(id, v+1, fmt.Sprintf("e%d", v+1))},
+			Effects: fmt.Appendf(nil, "e%d", v+1),
 		})
 	}
 	h.write(store.Write{ID: other, Data: []byte("b"), Deadline: t0.Add(time.Minute)})
@@ -88,7 +87,7 @@ func checkWriteStaleVersion(h *harness) {
 	for _, expected := range []uint64{0, 1, 2, 4, 5, 1 << 40} {
 		h.writeErr(store.Write{
 			ID: id, Expected: expected, Data: []byte("stale"), Deadline: t0.Add(-time.Hour),
-			Events: []store.Event{ev(id, 4, "stale")},
+			Effects: []byte("stale"),
 		}, store.ErrConflict)
 		h.writeErr(store.Write{ID: id, Expected: expected, Data: []byte("stale, no deadline")}, store.ErrConflict)
 	}
@@ -115,7 +114,8 @@ func checkReadAfterWrite(h *harness) {
 		}
 		data := fmt.Appendf(nil, "%s#%d", id, i)
 		dl := t0.Add(time.Duration(i) * time.Second)
-		h.write(store.Write{ID: id, Expected: version[id], Data: data, Deadline: dl})
+		// Effects, so that the Delete below leaves a tombstone.
+		h.write(store.Write{ID: id, Expected: version[id], Data: data, Deadline: dl, Effects: data})
 		version[id]++
 		exists[id] = true
 		h.expectRecord(store.Record{ID: id, Version: version[id], Data: data, Deadline: dl})
@@ -142,23 +142,20 @@ func checkReadAfterWrite(h *harness) {
 // nothing.
 func checkInvalid(h *harness) {
 	const id = "lobby-invalid"
-	h.write(store.Write{ID: id, Data: []byte("v1"), Deadline: t0, Events: []store.Event{ev(id, 1, "e1")}})
+	h.write(store.Write{ID: id, Data: []byte("v1"), Deadline: t0, Effects: []byte("e1")})
+	if err := h.s.RegisterConsumer(h.ctx, "invalid-reader"); err != nil {
+		h.t.Fatalf("RegisterConsumer(invalid-reader) = %v, want nil", err)
+	}
 	before := h.state(id, "lobby-invalid-new")
 
 	bad := []struct {
 		name string
 		w    store.Write
 	}{
-		{"empty ID", store.Write{ID: "", Data: []byte("x"), Deadline: t0}},
-		{"empty ID with an event", store.Write{ID: "", Events: []store.Event{ev("", 1, "x")}}},
-		{"event of another lobby", store.Write{ID: id, Expected: 1, Data: []byte("x"), Events: []store.Event{ev("other", 2, "x")}}},
-		{"event with an empty lobby", store.Write{ID: id, Expected: 1, Data: []byte("x"), Events: []store.Event{ev("", 2, "x")}}},
-		{"second event of another lobby", store.Write{ID: id, Expected: 1, Data: []byte("x"), Deadline: t0.Add(-time.Hour),
-			Events: []store.Event{ev(id, 2, "ok"), ev(id+"x", 3, "x")}}},
-		{"new lobby, event of a prefix", store.Write{ID: "lobby-invalid-new", Data: []byte("x"), Deadline: t0,
-			Events: []store.Event{ev("lobby-invalid-new", 1, "ok"), ev("lobby-invalid", 2, "x")}}},
+		{"empty ID", store.Write{ID: "", Data: []byte("x"), Deadline: t0, At: t0}},
+		{"empty ID with effects", store.Write{ID: "", Effects: []byte("x"), At: t0}},
 		{"an Expected version without a successor", store.Write{ID: "lobby-invalid-new", Expected: math.MaxUint64, Data: []byte("x"), Deadline: t0,
-			Events: []store.Event{ev("lobby-invalid-new", 1, "x")}}},
+			At: t0, Effects: []byte("x")}},
 	}
 	for _, b := range bad {
 		if err := h.s.Write(h.ctx, b.w); !errors.Is(err, store.ErrInvalid) {
@@ -169,17 +166,40 @@ func checkInvalid(h *harness) {
 		if _, err := h.s.Due(h.ctx, later, limit); !errors.Is(err, store.ErrInvalid) {
 			h.t.Errorf("Due(later, %d) = %s, want %v", limit, describe(err), store.ErrInvalid)
 		}
-		if _, err := h.s.Pending(h.ctx, limit); !errors.Is(err, store.ErrInvalid) {
-			h.t.Errorf("Pending(%d) = %s, want %v", limit, describe(err), store.ErrInvalid)
+		if _, err := h.s.ReadLog(h.ctx, id, 0, limit); !errors.Is(err, store.ErrInvalid) {
+			h.t.Errorf("ReadLog(%q, 0, %d) = %s, want %v", id, limit, describe(err), store.ErrInvalid)
+		}
+		if _, err := h.s.TrimLog(h.ctx, later, limit); !errors.Is(err, store.ErrInvalid) {
+			h.t.Errorf("TrimLog(later, %d) = %s, want %v", limit, describe(err), store.ErrInvalid)
+		}
+		if _, err := h.s.ClaimLog(h.ctx, "invalid-reader", later, limit, time.Minute); !errors.Is(err, store.ErrInvalid) {
+			h.t.Errorf("ClaimLog(invalid-reader, later, %d, 1m) = %s, want %v", limit, describe(err), store.ErrInvalid)
+		}
+		hold := time.Duration(limit) // 0 and -1ns
+		if _, err := h.s.ClaimLog(h.ctx, "invalid-reader", later, 10, hold); !errors.Is(err, store.ErrInvalid) {
+			h.t.Errorf("ClaimLog(invalid-reader, later, 10, %v) = %s, want %v", hold, describe(err), store.ErrInvalid)
 		}
 		if c, ok := h.s.(store.Claimer); ok {
 			if _, err := c.Claim(h.ctx, later, limit, time.Minute); !errors.Is(err, store.ErrInvalid) {
 				h.t.Errorf("Claim(later, %d, 1m) = %s, want %v", limit, describe(err), store.ErrInvalid)
 			}
-			hold := time.Duration(limit) // 0 and -1ns
 			if _, err := c.Claim(h.ctx, later, 10, hold); !errors.Is(err, store.ErrInvalid) {
 				h.t.Errorf("Claim(later, 10, %v) = %s, want %v", hold, describe(err), store.ErrInvalid)
 			}
+		}
+	}
+	// Consumer names follow the rules of IDs: the empty name is invalid.
+	if _, err := h.s.ClaimLog(h.ctx, "", later, 10, time.Minute); !errors.Is(err, store.ErrInvalid) {
+		h.t.Errorf("ClaimLog(\"\", later, 10, 1m) = %s, want %v", describe(err), store.ErrInvalid)
+	}
+	if err := h.s.RegisterConsumer(h.ctx, ""); !errors.Is(err, store.ErrInvalid) {
+		h.t.Errorf("RegisterConsumer(\"\") = %s, want %v", describe(err), store.ErrInvalid)
+	}
+	// CommitLog of a name never registered is invalid, and registers
+	// nothing: asking again gives the same answer.
+	for range 2 {
+		if err := h.s.CommitLog(h.ctx, "never-registered", id, 1); !errors.Is(err, store.ErrInvalid) {
+			h.t.Errorf("CommitLog(never-registered, %q, 1) = %s, want %v", id, describe(err), store.ErrInvalid)
 		}
 	}
 	// The empty ID never has a record: either answer is acceptable.
@@ -190,6 +210,11 @@ func checkInvalid(h *harness) {
 		h.t.Errorf("Delete(\"\", 0, 0) = %s, want %v or %v", describe(err), store.ErrInvalid, store.ErrNotFound)
 	}
 	h.unchanged(before, "invalid calls")
+	// The registered consumer registered before the refused calls has
+	// nothing to do: they appended nothing.
+	if got, err := h.s.ClaimLog(h.ctx, "invalid-reader", later, 10, time.Minute); err != nil || len(got) != 0 {
+		h.t.Errorf("ClaimLog(invalid-reader) after refused writes = %v, %s; want no lobbies", got, describe(err))
+	}
 }
 
 // checkAliasing: the caller owns every slice it passes and every slice it
@@ -197,23 +222,26 @@ func checkInvalid(h *harness) {
 func checkAliasing(h *harness) {
 	const id, id2 = "lobby-alias", "lobby-alias-2"
 	buf := []byte("original")
-	events := []store.Event{ev(id, 1, "event-one"), ev(id, 2, "event-two")}
-	h.write(store.Write{ID: id, Data: buf, Deadline: t0, Events: events})
+	effects := []byte("effects-one")
+	h.write(store.Write{ID: id, Data: buf, Deadline: t0, Effects: effects})
 
 	// What was passed in.
 	copy(buf, "XXXXXXXX")
-	events[0].Data[0] = 'X'
-	events[1] = ev("elsewhere", 99, "replaced")
+	copy(effects, "XXXXXXXXXXX")
 	h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("original"), Deadline: t0})
-	wantEvents := []store.Event{ev(id, 1, "event-one"), ev(id, 2, "event-two")}
-	h.expectPending(wantEvents)
+	wantLog := []store.Entry{entry(id, 1, "effects-one")}
+	h.expectLog(id, 0, wantLog)
 
-	// The same buffer reused for the next write, to another lobby.
+	// The same buffers reused for the next write, to another lobby.
 	copy(buf, "reused!!")
-	h.write(store.Write{ID: id2, Data: buf, Deadline: t0})
+	copy(effects, "reused-effs")
+	h.write(store.Write{ID: id2, Data: buf, Deadline: t0, Effects: effects})
 	copy(buf, "YYYYYYYY")
+	copy(effects, "YYYYYYYYYYY")
 	h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("original"), Deadline: t0})
 	h.expectRecord(store.Record{ID: id2, Version: 1, Data: []byte("reused!!"), Deadline: t0})
+	h.expectLog(id, 0, wantLog)
+	h.expectLog(id2, 0, []store.Entry{entry(id2, 1, "reused-effs")})
 
 	// What came back: scribble over the whole capacity of returned slices.
 	scribble := func(b []byte) {
@@ -230,13 +258,13 @@ func checkAliasing(h *harness) {
 	}
 	h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("original"), Deadline: t0})
 
-	p := h.pending(10)
-	for i := range p {
-		scribble(p[i].Data)
-		p[i].Seq += 1000
-		p[i].Lobby = "changed"
+	got := h.readLog(id, 0, 10)
+	for i := range got {
+		scribble(got[i].Data)
+		got[i].Version += 1000
+		got[i].Lobby = "changed"
 	}
-	h.expectPending(wantEvents)
+	h.expectLog(id, 0, wantLog)
 
 	d := h.due(later, 10)
 	for i := range d {
@@ -247,28 +275,29 @@ func checkAliasing(h *harness) {
 
 	// Several slices returned by one call share no memory: scribbling
 	// over one, up to its capacity, leaves the others as they were.
-	h.write(store.Write{ID: id, Expected: 1, Data: []byte("two"), Events: []store.Event{ev(id, 3, "three"), ev(id, 4, "four")}})
-	p = h.pending(10)
-	if len(p) != 4 {
-		h.t.Fatalf("Pending = %d events, want 4", len(p))
+	h.write(store.Write{ID: id, Expected: 1, Data: []byte("two"), Effects: []byte("two")})
+	h.write(store.Write{ID: id, Expected: 2, Data: []byte("three"), Effects: []byte("three")})
+	wantAll := append(slices.Clone(wantLog), entry(id, 2, "two"), entry(id, 3, "three"))
+	got = h.readLog(id, 0, 10)
+	if len(got) != len(wantAll) {
+		h.t.Fatalf("ReadLog(%q, 0, 10) = %d entries, want %d", id, len(got), len(wantAll))
 	}
-	wantAll := append(slices.Clone(wantEvents), ev(id, 3, "three"), ev(id, 4, "four"))
-	for i := range p {
-		scribble(p[i].Data)
-		for j := i + 1; j < len(p); j++ {
-			if string(p[j].Data) != string(wantAll[j].Data) {
-				h.t.Fatalf("changing the Data of event %d returned by Pending (up to its capacity) changed event %d of the same call to %q, want %q",
-					i, j, p[j].Data, wantAll[j].Data)
+	for i := range got {
+		scribble(got[i].Data)
+		for j := i + 1; j < len(got); j++ {
+			if string(got[j].Data) != string(wantAll[j].Data) {
+				h.t.Fatalf("changing the Data of entry %d returned by ReadLog (up to its capacity) changed entry %d of the same call to %q, want %q",
+					i, j, got[j].Data, wantAll[j].Data)
 			}
 		}
 	}
-	h.ack(wantAll...)
+	h.expectLog(id, 0, wantAll)
 	checkAliasingInputs(h)
 }
 
 // checkAliasingInputs: a store neither writes into a caller's buffers (not
-// even between their length and their capacity) nor reorders or changes
-// the events passed to Write or Ack.
+// even between their length and their capacity) nor reorders or keeps the
+// IDs passed to LogHeads.
 func checkAliasingInputs(h *harness) {
 	const id = "lobby-alias-in"
 	// Buffers with spare capacity, filled with a pattern the store must
@@ -286,39 +315,23 @@ func checkAliasingInputs(h *harness) {
 			h.t.Fatalf("%s: the caller's buffer holds %q up to its capacity after the call, want %q: the store wrote into it", what, full, want)
 		}
 	}
-	data := spare("record")
-	events := []store.Event{
-		{Lobby: id, Seq: 2, Data: spare("second")},
-		{Lobby: id, Seq: 1, Data: spare("first")}, // Seq out of order: the store must not sort
-		{Lobby: id, Seq: 3, Data: nil},
-	}
-	eventsCap := append(events[:3:3], store.Event{}) // spare capacity in the slice of events too
-	eventsCap[3] = store.Event{Lobby: "sentinel", Seq: 99, Data: []byte("sentinel")}
-	events = eventsCap[:3]
-	h.write(store.Write{ID: id, Data: data, Deadline: t0, Events: events})
+	data, effects := spare("record"), spare("effects")
+	h.write(store.Write{ID: id, Data: data, Deadline: t0, Effects: effects})
 	intact("Write.Data", data, "record")
-	intact("Write.Events[0].Data", events[0].Data, "second")
-	intact("Write.Events[1].Data", events[1].Data, "first")
-	wantIn := []store.Event{{Lobby: id, Seq: 2, Data: []byte("second")}, {Lobby: id, Seq: 1, Data: []byte("first")}, {Lobby: id, Seq: 3}}
-	if d := diff(wantIn, events); d != "" {
-		h.t.Fatalf("Write changed the caller's events (-before +after):\n%s", d)
-	}
-	if d := diff(store.Event{Lobby: "sentinel", Seq: 99, Data: []byte("sentinel")}, eventsCap[3]); d != "" {
-		h.t.Fatalf("Write wrote past the length of the caller's Events (-before +after):\n%s", d)
-	}
-	h.expectPending(wantIn)
+	intact("Write.Effects", effects, "effects")
+	h.expectLog(id, 0, []store.Entry{entry(id, 1, "effects")})
 
-	// Ack's slice: neither reordered nor changed, not even its Data.
-	acks := []store.Event{{Lobby: id, Seq: 3, Data: spare("x")}, {Lobby: "unknown", Seq: 1}, {Lobby: id, Seq: 2}}
-	h.ack(acks...)
-	wantAcks := []store.Event{{Lobby: id, Seq: 3, Data: []byte("x")}, {Lobby: "unknown", Seq: 1}, {Lobby: id, Seq: 2}}
-	if d := diff(wantAcks, acks); d != "" {
-		h.t.Fatalf("Ack changed the caller's events (-before +after):\n%s", d)
+	// LogHeads' IDs: neither reordered nor changed, nor written past
+	// their length.
+	idsCap := []string{"lobby-alias-in", "b-unknown", "a-unknown", "sentinel"}
+	ids := idsCap[:3]
+	heads := h.heads(ids...)
+	if d := diff([]string{"lobby-alias-in", "b-unknown", "a-unknown", "sentinel"}, idsCap); d != "" {
+		h.t.Fatalf("LogHeads changed the caller's IDs (-before +after):\n%s", d)
 	}
-	intact("Ack's events[0].Data", acks[0].Data, "x")
-	// What Ack was given is not kept: changing it now acknowledges nothing.
-	acks[0].Seq, acks[1] = 1, store.Event{Lobby: id, Seq: 1}
-	h.expectPending(wantIn[1:2])
+	if d := diff([]uint64{1, 0, 0}, heads); d != "" {
+		h.t.Fatalf("LogHeads(%q) (-want +got):\n%s", ids, d)
+	}
 
 	// A Load's Data with spare capacity is the caller's: appending to it
 	// and writing it back does not change the stored record in between.
@@ -327,10 +340,18 @@ func checkAliasingInputs(h *harness) {
 	h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("record"), Deadline: t0})
 	h.write(store.Write{ID: id, Expected: 1, Data: grown, Deadline: t0})
 	h.expectRecord(store.Record{ID: id, Version: 2, Data: []byte("record-grown"), Deadline: t0})
+
+	// The same for an entry's Data.
+	e := h.readLog(id, 0, 1)
+	if len(e) != 1 {
+		h.t.Fatalf("ReadLog(%q, 0, 1) = %d entries, want 1", id, len(e))
+	}
+	_ = append(e[0].Data, "-grown"...)
+	h.expectLog(id, 0, []store.Entry{entry(id, 1, "effects")})
 }
 
 // checkLargeRecord: records of a 1,000-member lobby (about 100 KiB) and
-// large events round-trip, and a record that shrinks keeps no stale tail.
+// large entries round-trip, and a record that shrinks keeps no stale tail.
 func checkLargeRecord(h *harness) {
 	const id = "lobby-large"
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -342,22 +363,24 @@ func checkLargeRecord(h *harness) {
 		return b
 	}
 	sizes := []int{100 << 10, 256 << 10, 10, 100<<10 + 1, 0, 150 << 10}
-	var want []store.Event
+	var want []store.Entry
 	for i, n := range sizes {
 		data := random(n)
-		var events []store.Event
-		if i%2 == 0 {
-			events = []store.Event{
-				{Lobby: id, Seq: uint64(2*i + 1), Data: random(64 << 10)},
-				{Lobby: id, Seq: uint64(2*i + 2), Data: random(1)},
-			}
-			want = append(want, events...)
+		var effects []byte
+		switch i % 3 {
+		case 0:
+			effects = random(64 << 10)
+		case 1:
+			effects = random(1)
+		}
+		if effects != nil {
+			want = append(want, store.Entry{Lobby: id, Version: uint64(i + 1), Data: effects})
 		}
 		dl := t0.Add(time.Duration(i) * time.Millisecond)
-		h.write(store.Write{ID: id, Expected: uint64(i), Data: data, Deadline: dl, Events: events})
+		h.write(store.Write{ID: id, Expected: uint64(i), Data: data, Deadline: dl, Effects: effects})
 		h.expectRecord(store.Record{ID: id, Version: uint64(i + 1), Data: data, Deadline: dl})
 	}
-	h.expectPending(want)
+	h.expectLog(id, 0, want)
 }
 
 // opaqueIDs are lobby IDs that break stores which build keys, patterns or
@@ -374,26 +397,30 @@ func opaqueIDs() []string {
 }
 
 // checkOpaqueIDs: IDs are bytes. None of opaqueIDs collides with another in
-// records, the due index or the outbox, and ties sort in byte order.
+// records, the due index or the log, and ties sort in byte order.
 func checkOpaqueIDs(h *harness) {
 	ids := opaqueIDs()
 	var wantDue []store.Due
-	var wantEvents []store.Event
 	for i, id := range ids {
 		// Every second ID shares a deadline with its neighbour, so ties
 		// between unrelated IDs are ordered by bytes.
 		dl := t0.Add(time.Duration(i/2) * time.Second)
-		e := ev(id, 7, "event of "+id)
-		h.write(store.Write{ID: id, Data: []byte("data of " + id), Deadline: dl, Events: []store.Event{e}})
+		h.write(store.Write{ID: id, Data: []byte("data of " + id), Deadline: dl, Effects: []byte("effects of " + id)})
 		wantDue = append(wantDue, store.Due{ID: id, Deadline: dl})
-		wantEvents = append(wantEvents, e)
 	}
 	for i, id := range ids {
 		h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("data of " + id), Deadline: t0.Add(time.Duration(i/2) * time.Second)})
 	}
 	sortDue(wantDue)
 	h.expectDue(later, len(ids)+10, wantDue)
-	h.expectPending(wantEvents)
+	wantHeads := make([]uint64, len(ids))
+	for i, id := range ids {
+		h.expectLog(id, 0, []store.Entry{entry(id, 1, "effects of "+id)})
+		wantHeads[i] = 1
+	}
+	if d := diff(wantHeads, h.heads(ids...)); d != "" {
+		h.t.Fatalf("LogHeads of %d lobbies with one entry each (-want +got):\n%s", len(ids), d)
+	}
 
 	// Deleting one leaves its prefixes and extensions alone.
 	if err := h.s.Delete(h.ctx, "a", 1, 0); err != nil {
@@ -402,6 +429,7 @@ func checkOpaqueIDs(h *harness) {
 	h.loadMissing("a", []byte("data of a"))
 	for _, id := range []string{"a:", "ab", "a ", "A", "a*", "a?", "[a]", "{a}"} {
 		h.expectRecord(store.Record{ID: id, Version: 1, Data: []byte("data of " + id), Deadline: deadlineOf(wantDue, id)})
+		h.expectLog(id, 0, []store.Entry{entry(id, 1, "effects of "+id)})
 	}
 	if got := len(h.due(later, len(ids)+10)); got != len(ids)-1 {
 		h.t.Fatalf("Due after deleting one of %d lobbies: %d lobbies, want %d", len(ids), got, len(ids)-1)

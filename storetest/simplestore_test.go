@@ -13,30 +13,48 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
-// simpleStore is the plainest correct store: one mutex over maps and a
-// slice. With a flaw set, it breaks exactly one rule of the contract, the
-// way real adapters tend to; the suite must catch each flaw.
+// simpleStore is the plainest correct store: one mutex over maps and
+// slices. With a flaw set, it breaks exactly one rule of the contract, the
+// way real adapters tend to; the suite must catch each flaw. It scans where
+// a real store would keep an index (TrimLog, ClaimLog): the suite cannot see
+// the cost of a call, only its result.
 type simpleStore struct {
 	flaw flaw
+	ret  store.Retention
 
 	wmu sync.Mutex // serialises writers for the flaws that split a write in two
 	mu  sync.Mutex
 	// guarded by mu
 	records map[string]store.Record // lobbies with a record
-	floors  map[string]uint64       // every ID's version or floor
-	tombs   map[string][]byte       // a deleted record's data, by key
+	floors  map[string]uint64       // version or floor of every ID with a record or a tombstone
+	tombs   map[string][]byte       // a deleted record's data, while its log lasts
+	logs    map[string]*simpleLog   // every ID with a record or a tombstone
+	global  uint64                  // the store-wide floor: every folded floor is at or below it
 	index   map[string]store.Due    // the due index: lobbies with a deadline
-	outbox  []store.Event
-	claims  map[string]time.Time // claimed until
+	claims  map[string]time.Time    // Claim: claimed until
 	cache   map[string]store.Record
 	replica map[string]store.Record // what staleReplica's every second Load reads
 	loads   int
-	lazyAck [][]store.Event // what ackAppliedLazily has yet to apply
-	subs    []*simpleSub
+	subs    []*store.Feed
+
+	consumers map[string]map[string]work // registered names → lobbies (by key) with uncommitted entries
+	cursors   map[string]uint64          // by ckey(name, lobby key)
+	logClaims map[string]time.Time       // ClaimLog: claimed until, by ckey(name, lobby key)
+	appends   uint64                     // counts appends, to order ClaimLog by oldest work
 }
 
-type simpleSub struct {
-	ch chan struct{}
+// simpleLog is one lobby's effects log and its trimmed marker: the highest
+// position retention removed (or, for a lobby created from nothing, the
+// store-wide floor at its creation: nothing at or below it can be read).
+type simpleLog struct {
+	id      string
+	entries []store.Entry
+	trimmed uint64
+}
+
+type work struct {
+	id  string
+	seq uint64
 }
 
 // A flaw is one way to break the contract.
@@ -59,9 +77,6 @@ var (
 	createOverwrites = flaw{"create-overwrites", "CreateExisting"}
 	// Write accepts Expected = MaxUint64, whose successor wraps to 0.
 	expectedOverflows = flaw{"expected-overflows", "Invalid"}
-	// Write stores the record, then finds a foreign event and reports
-	// ErrInvalid.
-	validatesLate = flaw{"validates-after-writing", "Invalid"}
 	// Write publishes the new version, then (after a window) the new data.
 	tornWrite = flaw{"torn-write", "Linearizable"}
 	// Load is served from a cache that writes and deletes do not invalidate.
@@ -80,33 +95,33 @@ var (
 	missingWithoutID = flaw{"missing-load-without-id", "LoadMissing"}
 	// A shorter record is copied over the old buffer, whose tail stays.
 	keepsStaleTail = flaw{"keeps-stale-tail", "LargeRecord"}
-	// Data (of records and events) is kept up to 4 MiB and silently cut.
+	// Record Data is kept up to 4 MiB and silently cut.
 	truncatesData = flaw{"truncates-data", "MaxWrite"}
-	// Only the first 256 events of a Write are stored.
-	truncatesEvents = flaw{"truncates-events", "ManyEvents"}
+	// Effects are kept up to 4 MiB and silently cut.
+	truncatesEffects = flaw{"truncates-effects", "MaxWrite"}
 	// IDs are compared without case (a case-insensitive collation).
 	foldsCase = flaw{"folds-case", "OpaqueIDs"}
 	// IDs are cut to MaxIDLen bytes (a fixed-width key column).
 	truncatesIDs = flaw{"truncates-long-ids", "IDLimits"}
-	// The outbox names an event by its lobby ID and Seq concatenated, so
-	// ("room1", 23) and ("room12", 3) are one key to Ack.
-	concatenatedKeys = flaw{"concatenated-event-keys", "DigitIDs"}
+	// Consumer cursors are keyed by the consumer name and the lobby ID
+	// concatenated, so ("relay", "12") and ("relay1", "2") share one.
+	concatenatedKeys = flaw{"concatenated-cursor-keys", "DigitIDs"}
 
 	// Ownership of slices.
 
 	// Write keeps the caller's Data slice instead of a copy.
 	aliasesData = flaw{"aliases-data", "Aliasing"}
+	// Write keeps the caller's Effects slice instead of a copy.
+	aliasesEffects = flaw{"aliases-effects", "Aliasing"}
 	// Write NUL-terminates its copy with append, writing into the caller's
 	// spare capacity.
 	appendsIntoCallerData = flaw{"appends-into-caller-data", "Aliasing"}
-	// Write sorts the caller's events by Seq in place.
-	sortsCallerEvents = flaw{"sorts-caller-events", "Aliasing"}
-	// Ack sorts the caller's slice in place.
-	ackSortsEvents = flaw{"ack-sorts-events", "Aliasing"}
-	// Ack keeps the caller's slice and applies it at the next Pending.
-	ackAppliedLazily = flaw{"ack-applied-lazily", "Aliasing"}
-	// Pending returns the events' Data as pieces of one buffer.
-	pendingSharesBuffer = flaw{"pending-shares-buffer", "Aliasing"}
+	// LogHeads sorts the caller's IDs in place.
+	headsSortsIDs = flaw{"heads-sorts-ids", "Aliasing"}
+	// ReadLog returns the entries' Data as pieces of one buffer.
+	readLogSharesBuffer = flaw{"readlog-shares-buffer", "Aliasing"}
+	// ReadLog returns the stored entries' Data itself.
+	readLogAliases = flaw{"readlog-returns-stored-data", "Aliasing"}
 
 	// The due index.
 
@@ -124,7 +139,7 @@ var (
 	dueKeepsCleared = flaw{"due-keeps-cleared", "DueMoves"}
 	// Delete removes the record but leaves its deadline in the index.
 	deleteKeepsDeadline = flaw{"delete-keeps-deadline", "DueMoves"}
-	// Write commits record and events, then (after a window) the index.
+	// Write commits record and entry, then (after a window) the index.
 	dueSeparateStep = flaw{"due-separate-step", "ConcurrentReaders"}
 
 	// Delete and floors.
@@ -138,31 +153,96 @@ var (
 	// Delete of a missing lobby raises its floor anyway.
 	deleteMissingSetsFloor = flaw{"delete-missing-sets-floor", "DeleteMissing"}
 	// Delete keeps the floor but not the deleted record's data.
-	tombstoneDropsData = flaw{"tombstone-drops-data", "DeleteFloor"}
-	// Delete also drops the lobby's pending events.
-	deleteDropsOutbox = flaw{"delete-drops-outbox", "DeleteKeepsOutbox"}
+	tombstoneDropsData = flaw{"tombstone-drops-data", "DeleteKeepsLog"}
+	// Delete also drops the lobby's log.
+	deleteDropsLog = flaw{"delete-drops-log", "DeleteKeepsLog"}
+	// A lobby created again starts a new log: the old entries go.
+	recreateClearsLog = flaw{"recreate-clears-log", "DeleteKeepsLog"}
 
-	// The outbox.
+	// The effects log.
 
-	// Write appends its events before checking the version.
-	eventsOnConflict = flaw{"events-on-conflict", "OutboxAtomic"}
-	// Write publishes its events, then (after a window) its record.
-	eventsBeforeRecord = flaw{"events-before-record", "OutboxAtomic"}
-	// Write publishes its record, then (after a window) its events.
-	recordBeforeEvents = flaw{"record-before-events", "OutboxAtomic"}
-	// Pending returns the events grouped by lobby.
-	pendingByLobby = flaw{"pending-grouped-by-lobby", "OutboxOrder"}
-	// Pending takes a limit of 0 as "no limit".
-	pendingZeroLimit = flaw{"pending-accepts-zero-limit", "Invalid"}
-	// Pending removes what it returns (a queue, not an outbox).
-	pendingDrains = flaw{"pending-drains", "OutboxRedelivery"}
-	// Ack stops at the first event it does not know.
-	ackStopsAtUnknown = flaw{"ack-stops-at-unknown", "OutboxRedelivery"}
+	// Write appends its entry before checking the version.
+	effectsOnConflict = flaw{"effects-on-conflict", "LogAtomic"}
+	// Write publishes its entry, then (after a window) its record.
+	effectsBeforeRecord = flaw{"effects-before-record", "LogAtomic"}
+	// Write publishes its record, then (after a window) its entry.
+	recordBeforeEffects = flaw{"record-before-effects", "LogAtomic"}
+	// An entry's position counts the lobby's entries instead of being the
+	// version its write created.
+	positionIsCount = flaw{"position-is-entry-count", "LogAppend"}
+	// At is kept to the millisecond.
+	atMilliseconds = flaw{"at-to-the-millisecond", "LogAppend"}
+	// An empty, non-nil Effects appends nothing.
+	emptyEffectsDropped = flaw{"empty-effects-dropped", "LogAppend"}
+	// ReadLog includes the entry at the position it reads after.
+	readLogInclusive = flaw{"readlog-inclusive", "LogRead"}
+	// ReadLog returns the newest entries first.
+	readLogNewestFirst = flaw{"readlog-newest-first", "LogRead"}
+	// ReadLog returns at most 100 entries, whatever the limit.
+	readLogCapped = flaw{"readlog-capped", "LogRead"}
+	// ReadLog removes what it returns (a queue, not a log).
+	readLogDrains = flaw{"readlog-drains", "LogRead"}
+	// ReadLog takes a limit of 0 as "no limit".
+	readLogZeroLimit = flaw{"readlog-accepts-zero-limit", "Invalid"}
+	// LogHeads reports the record's version, not the newest entry's.
+	headIsVersion = flaw{"head-is-version", "LogHeads"}
+	// LogHeads answers in byte order of the IDs, not in the order asked.
+	headsSorted = flaw{"heads-in-id-order", "LogHeads"}
+
+	// Retention.
+
+	// No count retention: entries pile up.
+	keepsEveryEntry = flaw{"count-retention-ignored", "RetentionCount"}
+	// Count retention counts the entries of the whole store, not of each
+	// lobby.
+	retentionStoreWide = flaw{"count-retention-store-wide", "RetentionCount"}
+	// ReadLog returns what is left, without reporting that entries went.
+	compactionUnreported = flaw{"compaction-unreported", "RetentionCount"}
+	// CompactedError.Trimmed names the oldest trimmed position.
+	trimmedLowest = flaw{"trimmed-names-oldest", "RetentionCount"}
+	// TrimLog removes the newest old entries first.
+	trimNewestFirst = flaw{"trim-newest-first", "TrimLog"}
+	// TrimLog removes every old entry, whatever the limit.
+	trimIgnoresLimit = flaw{"trim-ignores-limit", "TrimLog"}
+	// TrimLog judges age by the machine's clock, not by its now argument.
+	trimByWallClock = flaw{"trim-by-wall-clock", "TrimLog"}
+	// TrimLog returns its limit, not how many it removed.
+	trimCountsLimit = flaw{"trim-returns-limit", "TrimLog"}
+	// A tombstone stays after its lobby's last entry is trimmed.
+	tombstoneOutlivesLog = flaw{"tombstone-outlives-log", "TombstoneFold"}
+	// Folding a tombstone forgets its floor.
+	foldForgetsFloor = flaw{"fold-forgets-floor", "TombstoneFold"}
+	// The store-wide floor is the last folded floor, not the highest.
+	foldLowersFloor = flaw{"fold-lowers-floor", "TombstoneFold"}
+
+	// Durable consumers.
+
+	// A new consumer's cursors start at 0: it sees entries written before
+	// it registered.
+	consumerStartsAtZero = flaw{"consumer-starts-at-zero", "Consumers"}
+	// All consumer names share one cursor per lobby.
+	consumersShareCursors = flaw{"consumers-share-cursors", "Consumers"}
+	// ClaimLog hands out lobbies claimed under the same name again.
+	logClaimsNotHeld = flaw{"logclaims-not-held", "ConsumerClaims"}
+	// ClaimLog finds unclaimed lobbies, releases the lock, then claims
+	// them: concurrent claimers can get the same lobby.
+	logClaimSplit = flaw{"logclaim-check-then-set", "ConsumersConcurrent"}
+	// CommitLog sets the cursor even when it moves it back.
+	commitMovesBack = flaw{"commit-moves-back", "ConsumerClaims"}
+	// CommitLog forgets the lobby, although a write came after the
+	// position committed.
+	commitLosesWrite = flaw{"commit-loses-write", "ConsumerClaims"}
+	// CommitLog of an unregistered name registers it instead of ErrInvalid.
+	commitRegisters = flaw{"commit-registers", "Invalid"}
+	// ClaimLog takes a hold of 0.
+	logClaimZeroHold = flaw{"logclaim-zero-hold", "Invalid"}
 
 	// Context.
 
 	// Nothing looks at the context.
 	ignoresContext = flaw{"ignores-context", "ContextCancelled"}
+	// Only the log and consumer methods ignore the context.
+	logIgnoresContext = flaw{"log-ignores-context", "ContextCancelled"}
 	// Write looks at the context only after committing.
 	contextAfterWrite = flaw{"context-checked-after-write", "ContextCancelled"}
 
@@ -178,25 +258,31 @@ var (
 	writeKeepsClaim = flaw{"write-keeps-claim", "Claim"}
 	// Claim takes a hold of 0 (a claim that holds nothing).
 	claimZeroHold = flaw{"claim-zero-hold", "Invalid"}
-	// Notify channels never receive anything.
-	notifySilent = flaw{"notify-silent", "Notify"}
-	// Notify channels are never closed.
-	notifyNeverCloses = flaw{"notify-never-closes", "Notify"}
-	// Write notifies, then (after a window) commits.
-	notifyBeforeCommit = flaw{"notify-before-commit", "NotifyAfterCommit"}
+	// Feeds never receive anything.
+	feedSilent = flaw{"feed-silent", "Subscribe"}
+	// A Change names the version the write expected, not the entry's.
+	changeWrongVersion = flaw{"change-names-expected", "Subscribe"}
+	// Only the first subscriber's feed receives changes.
+	feedFirstOnly = flaw{"feed-first-subscriber-only", "Subscribe"}
+	// Write adds the Change, then (after a window) commits.
+	feedBeforeCommit = flaw{"feed-before-commit", "SubscribeAfterCommit"}
 )
 
 var flaws = []flaw{
-	lostUpdate, ignoresExpected, createOverwrites, expectedOverflows, validatesLate, tornWrite,
-	staleCache, staleReplica,
-	microsecondDeadlines, epochIsNone, missingWithoutID, keepsStaleTail, truncatesData, truncatesEvents,
+	lostUpdate, ignoresExpected, createOverwrites, expectedOverflows, tornWrite, staleCache, staleReplica,
+	microsecondDeadlines, epochIsNone, missingWithoutID, keepsStaleTail, truncatesData, truncatesEffects,
 	foldsCase, truncatesIDs, concatenatedKeys,
-	aliasesData, appendsIntoCallerData, sortsCallerEvents, ackSortsEvents, ackAppliedLazily, pendingSharesBuffer,
+	aliasesData, aliasesEffects, appendsIntoCallerData, headsSortsIDs, readLogSharesBuffer, readLogAliases,
 	dueByID, dueTiesUnsorted, dueExclusive, duePops, dueCapped, dueKeepsCleared, deleteKeepsDeadline, dueSeparateStep,
-	forgetsFloor, floorIgnoresExpected, tombstoneDropsData, deleteIgnoresVersion, deleteMissingSetsFloor, deleteDropsOutbox,
-	eventsOnConflict, eventsBeforeRecord, recordBeforeEvents, pendingByLobby, pendingZeroLimit, pendingDrains, ackStopsAtUnknown,
-	ignoresContext, contextAfterWrite,
-	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold, notifySilent, notifyNeverCloses, notifyBeforeCommit,
+	forgetsFloor, floorIgnoresExpected, deleteIgnoresVersion, deleteMissingSetsFloor, tombstoneDropsData, deleteDropsLog, recreateClearsLog,
+	effectsOnConflict, effectsBeforeRecord, recordBeforeEffects, positionIsCount, atMilliseconds, emptyEffectsDropped,
+	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
+	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
+	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
+	consumerStartsAtZero, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
+	ignoresContext, logIgnoresContext, contextAfterWrite,
+	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
+	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
 }
 
 var (
@@ -205,16 +291,21 @@ var (
 	_ store.Notifier = (*simpleStore)(nil)
 )
 
-func newSimpleStore(f flaw) *simpleStore {
+func newSimpleStore(f flaw, r store.Retention) *simpleStore {
 	return &simpleStore{
-		flaw:    f,
-		records: map[string]store.Record{},
-		floors:  map[string]uint64{},
-		tombs:   map[string][]byte{},
-		index:   map[string]store.Due{},
-		claims:  map[string]time.Time{},
-		cache:   map[string]store.Record{},
-		replica: map[string]store.Record{},
+		flaw:      f,
+		ret:       r,
+		records:   map[string]store.Record{},
+		floors:    map[string]uint64{},
+		tombs:     map[string][]byte{},
+		logs:      map[string]*simpleLog{},
+		index:     map[string]store.Due{},
+		claims:    map[string]time.Time{},
+		cache:     map[string]store.Record{},
+		replica:   map[string]store.Record{},
+		consumers: map[string]map[string]work{},
+		cursors:   map[string]uint64{},
+		logClaims: map[string]time.Time{},
 	}
 }
 
@@ -232,6 +323,14 @@ func (s *simpleStore) ctxErr(ctx context.Context) error {
 	return ctx.Err()
 }
 
+// logCtxErr is ctxErr for the log and consumer methods.
+func (s *simpleStore) logCtxErr(ctx context.Context) error {
+	if s.flaw == logIgnoresContext {
+		return nil
+	}
+	return s.ctxErr(ctx)
+}
+
 func (s *simpleStore) key(id string) string {
 	switch s.flaw {
 	case foldsCase:
@@ -242,12 +341,23 @@ func (s *simpleStore) key(id string) string {
 	return id
 }
 
-// eventKey names an event in the outbox.
-func (s *simpleStore) eventKey(e store.Event) string {
-	if s.flaw == concatenatedKeys {
-		return e.Lobby + fmt.Sprint(e.Seq)
+// ckey names a consumer's state for one lobby.
+func (s *simpleStore) ckey(name, k string) string {
+	switch s.flaw {
+	case concatenatedKeys:
+		return name + k
+	case consumersShareCursors:
+		return k
 	}
-	return fmt.Sprintf("%q/%d", e.Lobby, e.Seq)
+	return fmt.Sprintf("%q/%q", name, k)
+}
+
+// floor is the version of an ID without a record; the caller holds mu.
+func (s *simpleStore) floor(k string) uint64 {
+	if f, ok := s.floors[k]; ok {
+		return f
+	}
+	return s.global
 }
 
 func copyRecord(r store.Record) store.Record {
@@ -260,17 +370,6 @@ func (s *simpleStore) copyData(b []byte) []byte {
 		b = b[:4<<20]
 	}
 	return slices.Clone(b)
-}
-
-func (s *simpleStore) copyEvents(events []store.Event) []store.Event {
-	out := make([]store.Event, len(events))
-	for i, e := range events {
-		out[i] = store.Event{Lobby: e.Lobby, Seq: e.Seq, Data: s.copyData(e.Data)}
-	}
-	if s.flaw == truncatesEvents && len(out) > 256 {
-		out = out[:256]
-	}
-	return out
 }
 
 func (s *simpleStore) Load(ctx context.Context, id string) (store.Record, error) {
@@ -297,10 +396,11 @@ func (s *simpleStore) Load(ctx context.Context, id string) (store.Record, error)
 	}
 	r, ok := records[k]
 	if !ok {
+		missing := store.Record{ID: id, Version: s.floor(k), Data: slices.Clone(s.tombs[k])}
 		if s.flaw == missingWithoutID {
-			return store.Record{Version: s.floors[k], Data: slices.Clone(s.tombs[k])}, store.ErrNotFound
+			missing.ID = ""
 		}
-		return store.Record{ID: id, Version: s.floors[k], Data: slices.Clone(s.tombs[k])}, store.ErrNotFound
+		return missing, store.ErrNotFound
 	}
 	if s.flaw == staleCache {
 		s.cache[k] = copyRecord(r)
@@ -315,7 +415,7 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			return err
 		}
 	}
-	if s.flaw == expectedOverflows || s.flaw == validatesLate {
+	if s.flaw == expectedOverflows {
 		if w.ID == "" {
 			return store.ErrInvalid
 		}
@@ -329,8 +429,6 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 		rec.Data = w.Data
 	case appendsIntoCallerData:
 		rec.Data = slices.Clone(append(w.Data, 0)[:len(w.Data)])
-	case sortsCallerEvents:
-		slices.SortFunc(w.Events, func(a, b store.Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	case microsecondDeadlines:
 		rec.Deadline = rec.Deadline.Truncate(time.Microsecond)
 	case epochIsNone:
@@ -338,35 +436,51 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			rec.Deadline = time.Time{}
 		}
 	}
-	events := s.copyEvents(w.Events)
+	var e *store.Entry
+	if w.Effects != nil && !(s.flaw == emptyEffectsDropped && len(w.Effects) == 0) {
+		data := slices.Clone(w.Effects)
+		switch s.flaw {
+		case truncatesEffects:
+			data = data[:min(len(data), 4<<20)]
+		case aliasesEffects:
+			data = w.Effects
+		}
+		at := w.At.Round(0).UTC()
+		if s.flaw == atMilliseconds {
+			at = at.Truncate(time.Millisecond)
+		}
+		e = &store.Entry{Lobby: w.ID, Version: rec.Version, At: at, Data: data}
+	}
 
 	switch s.flaw {
 	case lostUpdate:
 		s.mu.Lock()
-		ok := s.floors[k] == w.Expected
+		ok := s.floor(k) == w.Expected
 		s.mu.Unlock()
 		if !ok {
 			return store.ErrConflict
 		}
 		window()
 		s.mu.Lock()
-		s.commit(k, rec, events)
+		s.commit(k, rec, e)
 		s.mu.Unlock()
 		return nil
 
-	case eventsBeforeRecord, recordBeforeEvents, tornWrite, dueSeparateStep, staleReplica, notifyBeforeCommit:
+	case effectsBeforeRecord, recordBeforeEffects, tornWrite, dueSeparateStep, staleReplica, feedBeforeCommit:
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
 		s.mu.Lock()
-		if s.floors[k] != w.Expected {
+		if s.floor(k) != w.Expected {
 			s.mu.Unlock()
 			return store.ErrConflict
 		}
 		switch s.flaw {
-		case eventsBeforeRecord:
-			s.outbox = append(s.outbox, events...)
-			events = nil
-		case recordBeforeEvents:
+		case effectsBeforeRecord:
+			if e != nil {
+				s.append(k, w.ID, *e)
+			}
+			e = nil
+		case recordBeforeEffects:
 			s.commit(k, rec, nil)
 		case tornWrite:
 			old, ok := s.records[k]
@@ -378,29 +492,33 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			s.floors[k] = rec.Version
 		case dueSeparateStep:
 			old := s.index[k]
-			s.commit(k, rec, events)
+			s.commit(k, rec, e)
 			s.setIndex(k, old)
 		case staleReplica:
-			s.commit(k, rec, events)
-		case notifyBeforeCommit:
-			s.poke()
+			s.commit(k, rec, e)
+		case feedBeforeCommit:
+			if e != nil {
+				s.notify(store.Change{Lobby: w.ID, Version: e.Version})
+			}
 		}
 		s.mu.Unlock()
-		if s.flaw == notifyBeforeCommit {
+		if s.flaw == feedBeforeCommit {
 			time.Sleep(5 * time.Millisecond) // long enough for the reader to look too early
 		} else {
 			window()
 		}
 		s.mu.Lock()
 		switch s.flaw {
-		case recordBeforeEvents:
-			s.outbox = append(s.outbox, events...)
+		case recordBeforeEffects:
+			if e != nil {
+				s.append(k, w.ID, *e)
+			}
 		case dueSeparateStep:
 			s.setIndex(k, store.Due{ID: rec.ID, Deadline: rec.Deadline})
 		case staleReplica:
 			s.replica[k] = copyRecord(rec)
 		default:
-			s.commit(k, rec, events)
+			s.commit(k, rec, e)
 		}
 		s.mu.Unlock()
 		return nil
@@ -408,27 +526,22 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.flaw == eventsOnConflict {
-		s.outbox = append(s.outbox, events...)
-		events = nil
+	if s.flaw == effectsOnConflict && e != nil {
+		s.append(k, w.ID, *e)
+		e = nil
 	}
 	_, exists := s.records[k]
 	switch {
 	case s.flaw == ignoresExpected:
-		rec.Version = s.floors[k] + 1
+		rec.Version = s.floor(k) + 1
+		if e != nil {
+			e.Version = rec.Version
+		}
 	case s.flaw == createOverwrites && w.Expected == 0 && exists:
-	case s.floors[k] != w.Expected:
+	case s.floor(k) != w.Expected:
 		return store.ErrConflict
 	}
-	if s.flaw == validatesLate {
-		for _, e := range w.Events {
-			if e.Lobby != w.ID {
-				s.commit(k, rec, nil)
-				return store.ErrInvalid
-			}
-		}
-	}
-	s.commit(k, rec, events)
+	s.commit(k, rec, e)
 	if s.flaw == contextAfterWrite {
 		return ctx.Err()
 	}
@@ -445,26 +558,143 @@ func (s *simpleStore) setIndex(k string, d store.Due) {
 	}
 }
 
-// commit stores rec and appends events; the caller holds mu.
-func (s *simpleStore) commit(k string, rec store.Record, events []store.Event) {
+// commit stores rec and appends e, if any; the caller holds mu.
+func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 	if s.flaw == dueKeepsCleared && rec.Deadline.IsZero() {
 		rec.Deadline = s.records[k].Deadline
 	}
 	if old, ok := s.records[k]; ok && s.flaw == keepsStaleTail && len(rec.Data) < len(old.Data) {
 		rec.Data = append(rec.Data, old.Data[len(rec.Data):]...)
 	}
+	_, existed := s.records[k]
+	if l := s.logs[k]; l == nil {
+		s.logs[k] = &simpleLog{id: rec.ID, trimmed: s.global}
+	} else if !existed && s.flaw == recreateClearsLog {
+		l.entries = nil
+	}
+	delete(s.tombs, k)
 	s.records[k] = rec
 	s.floors[k] = rec.Version
 	s.setIndex(k, store.Due{ID: rec.ID, Deadline: rec.Deadline})
-	s.outbox = append(s.outbox, events...)
+	if e != nil {
+		s.append(k, rec.ID, *e)
+	}
 	if s.flaw != writeKeepsClaim {
 		delete(s.claims, k)
 	}
 	if s.flaw != staleReplica {
 		s.replica[k] = copyRecord(rec)
 	}
-	if s.flaw != notifyBeforeCommit { // which poked before committing
-		s.poke()
+}
+
+// append adds e to the log of k, trims it by count, tells the consumers
+// and the feeds; the caller holds mu.
+func (s *simpleStore) append(k, id string, e store.Entry) {
+	l := s.logs[k]
+	if l == nil {
+		l = &simpleLog{id: id, trimmed: s.global}
+		s.logs[k] = l
+	}
+	if s.flaw == positionIsCount {
+		e.Version = l.trimmed + uint64(len(l.entries)) + 1
+	}
+	l.entries = append(l.entries, e)
+	if n := s.ret.Entries; n > 0 && s.flaw != keepsEveryEntry {
+		if s.flaw == retentionStoreWide {
+			s.trimStoreWide(n)
+		} else {
+			for len(l.entries) > n {
+				s.trimFirst(k, l)
+			}
+		}
+	}
+	s.appends++
+	for name, pending := range s.consumers {
+		ck := s.ckey(name, k)
+		if _, ok := s.cursors[ck]; !ok {
+			if s.flaw == consumerStartsAtZero {
+				s.cursors[ck] = 0
+			} else {
+				s.cursors[ck] = e.Version - 1
+			}
+		}
+		if _, ok := pending[k]; !ok {
+			pending[k] = work{id: id, seq: s.appends}
+		}
+	}
+	if s.flaw != feedBeforeCommit { // which added it before committing
+		s.notify(store.Change{Lobby: id, Version: e.Version})
+	}
+}
+
+// trimFirst removes the oldest entry of l, folding a tombstone whose last
+// entry it was; the caller holds mu.
+func (s *simpleStore) trimFirst(k string, l *simpleLog) {
+	if s.flaw == trimmedLowest {
+		if l.trimmed == 0 || l.trimmed > l.entries[0].Version {
+			l.trimmed = l.entries[0].Version
+		}
+	} else {
+		l.trimmed = max(l.trimmed, l.entries[0].Version)
+	}
+	l.entries = slices.Delete(l.entries, 0, 1)
+	if len(l.entries) == 0 {
+		s.fold(k)
+	}
+}
+
+// trimStoreWide is count retention gone wrong: it keeps the newest n
+// entries of the whole store.
+func (s *simpleStore) trimStoreWide(n int) {
+	total := 0
+	for _, l := range s.logs {
+		total += len(l.entries)
+	}
+	for ; total > n; total-- {
+		var oldest string
+		for k, l := range s.logs {
+			if len(l.entries) > 0 && (oldest == "" || l.entries[0].At.Before(s.logs[oldest].entries[0].At)) {
+				oldest = k
+			}
+		}
+		s.trimFirst(oldest, s.logs[oldest])
+	}
+}
+
+// fold drops the tombstone of k if k has neither a record nor entries, and
+// raises the store-wide floor to its floor; the caller holds mu.
+func (s *simpleStore) fold(k string) {
+	if _, ok := s.records[k]; ok {
+		return
+	}
+	if l := s.logs[k]; (l != nil && len(l.entries) > 0) || s.flaw == tombstoneOutlivesLog {
+		return
+	}
+	f := s.floors[k]
+	delete(s.floors, k)
+	delete(s.tombs, k)
+	delete(s.logs, k)
+	switch s.flaw {
+	case foldForgetsFloor:
+	case foldLowersFloor:
+		s.global = f
+	default:
+		s.global = max(s.global, f)
+	}
+}
+
+func (s *simpleStore) notify(c store.Change) {
+	if s.flaw == feedSilent {
+		return
+	}
+	if s.flaw == changeWrongVersion {
+		c.Version--
+	}
+	for i, f := range s.subs {
+		if s.flaw == feedFirstOnly && i > 0 {
+			break
+		}
+		f.Add(c)
 	}
 }
 
@@ -481,7 +711,7 @@ func (s *simpleStore) Delete(ctx context.Context, id string, expected, floor uin
 	r, ok := s.records[k]
 	if !ok {
 		if s.flaw == deleteMissingSetsFloor {
-			s.floors[k] = max(s.floors[k], floor)
+			s.floors[k] = max(s.floor(k), floor)
 		}
 		return store.ErrNotFound
 	}
@@ -500,13 +730,13 @@ func (s *simpleStore) Delete(ctx context.Context, id string, expected, floor uin
 	}
 	switch s.flaw {
 	case forgetsFloor:
-		delete(s.floors, k)
+		s.floors[k] = 0
 	case floorIgnoresExpected:
 		s.floors[k] = floor
-	case deleteDropsOutbox:
-		s.outbox = slices.DeleteFunc(s.outbox, func(e store.Event) bool { return s.key(e.Lobby) == k })
+	case deleteDropsLog:
+		s.logs[k].entries = nil
 	}
-	s.poke()
+	s.fold(k)
 	return nil
 }
 
@@ -590,36 +820,50 @@ func (s *simpleStore) Claim(ctx context.Context, now time.Time, limit int, hold 
 	return out, nil
 }
 
-func (s *simpleStore) Pending(ctx context.Context, limit int) ([]store.Event, error) {
-	if err := s.ctxErr(ctx); err != nil {
+func (s *simpleStore) ReadLog(ctx context.Context, id string, after uint64, limit int) ([]store.Entry, error) {
+	if err := s.logCtxErr(ctx); err != nil {
 		return nil, err
 	}
-	if limit < 0 || (limit == 0 && s.flaw != pendingZeroLimit) {
+	if id == "" || limit < 0 || (limit == 0 && s.flaw != readLogZeroLimit) {
 		return nil, store.ErrInvalid
 	}
 	if limit == 0 {
 		limit = 1 << 30
 	}
+	if s.flaw == readLogCapped {
+		limit = min(limit, 100)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, acks := range s.lazyAck {
-		s.ack(acks)
-	}
-	s.lazyAck = nil
-	all := s.outbox
-	if s.flaw == pendingByLobby {
-		all = slices.Clone(all)
-		first := map[string]int{}
-		for i, e := range all {
-			if _, ok := first[e.Lobby]; !ok {
-				first[e.Lobby] = i
-			}
+	k := s.key(id)
+	l := s.logs[k]
+	if l == nil {
+		if after < s.global && s.flaw != compactionUnreported {
+			return nil, &store.CompactedError{Lobby: id, After: after, Trimmed: s.global}
 		}
-		slices.SortStableFunc(all, func(a, b store.Event) int { return cmp.Compare(first[a.Lobby], first[b.Lobby]) })
+		return nil, nil
 	}
-	n := min(limit, len(all))
-	out := s.copyEvents(all[:n])
-	if s.flaw == pendingSharesBuffer {
+	if after < l.trimmed && s.flaw != compactionUnreported {
+		return nil, &store.CompactedError{Lobby: id, After: after, Trimmed: l.trimmed}
+	}
+	var picked []int
+	for i, e := range l.entries {
+		if e.Version > after || (s.flaw == readLogInclusive && e.Version == after) {
+			picked = append(picked, i)
+		}
+	}
+	if s.flaw == readLogNewestFirst {
+		slices.Reverse(picked)
+	}
+	picked = picked[:min(len(picked), limit)]
+	out := make([]store.Entry, len(picked))
+	for i, at := range picked {
+		out[i] = l.entries[at]
+		if s.flaw != readLogAliases {
+			out[i].Data = slices.Clone(out[i].Data)
+		}
+	}
+	if s.flaw == readLogSharesBuffer {
 		var buf []byte
 		for _, e := range out {
 			buf = append(buf, e.Data...)
@@ -631,72 +875,202 @@ func (s *simpleStore) Pending(ctx context.Context, limit int) ([]store.Event, er
 			at += n
 		}
 	}
-	if s.flaw == pendingDrains {
-		s.outbox = slices.Delete(s.outbox, 0, n)
+	if s.flaw == readLogDrains && len(picked) > 0 {
+		l.entries = slices.DeleteFunc(l.entries, func(e store.Entry) bool { return e.Version > after })
 	}
 	return out, nil
 }
 
-func (s *simpleStore) Ack(ctx context.Context, events []store.Event) error {
-	if err := s.ctxErr(ctx); err != nil {
-		return err
+func (s *simpleStore) LogHeads(ctx context.Context, ids []string) ([]uint64, error) {
+	if err := s.logCtxErr(ctx); err != nil {
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch s.flaw {
-	case ackSortsEvents:
-		slices.SortFunc(events, func(a, b store.Event) int { return cmp.Compare(a.Seq, b.Seq) })
-	case ackAppliedLazily:
-		s.lazyAck = append(s.lazyAck, events)
-		return nil
+	if s.flaw == headsSortsIDs {
+		slices.Sort(ids)
 	}
-	s.ack(events)
+	ask := ids
+	if s.flaw == headsSorted {
+		ask = slices.Clone(ids)
+		slices.Sort(ask)
+	}
+	out := make([]uint64, len(ask))
+	for i, id := range ask {
+		k := s.key(id)
+		if s.flaw == headIsVersion {
+			if r, ok := s.records[k]; ok {
+				out[i] = r.Version
+				continue
+			}
+		}
+		if l := s.logs[k]; l != nil && len(l.entries) > 0 {
+			out[i] = l.entries[len(l.entries)-1].Version
+		}
+	}
+	return out, nil
+}
+
+func (s *simpleStore) TrimLog(ctx context.Context, now time.Time, limit int) (int, error) {
+	if err := s.logCtxErr(ctx); err != nil {
+		return 0, err
+	}
+	if limit <= 0 {
+		return 0, store.ErrInvalid
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ret.Age <= 0 {
+		return 0, nil
+	}
+	if s.flaw == trimByWallClock {
+		now = time.Now()
+	}
+	cutoff := now.Add(-s.ret.Age)
+	type old struct {
+		k string
+		e store.Entry
+	}
+	var all []old
+	for k, l := range s.logs {
+		for _, e := range l.entries {
+			if e.At.Before(cutoff) {
+				all = append(all, old{k, e})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b old) int {
+		return cmp.Or(a.e.At.Compare(b.e.At), strings.Compare(a.k, b.k), cmp.Compare(a.e.Version, b.e.Version))
+	})
+	if s.flaw == trimNewestFirst {
+		slices.Reverse(all)
+	}
+	if s.flaw != trimIgnoresLimit {
+		all = all[:min(len(all), limit)]
+	}
+	for _, o := range all {
+		l := s.logs[o.k]
+		i := slices.IndexFunc(l.entries, func(e store.Entry) bool { return e.Version == o.e.Version })
+		l.trimmed = max(l.trimmed, o.e.Version)
+		l.entries = slices.Delete(l.entries, i, i+1)
+		if len(l.entries) == 0 {
+			s.fold(o.k)
+		}
+	}
+	if s.flaw == trimCountsLimit {
+		return limit, nil
+	}
+	return len(all), nil
+}
+
+func (s *simpleStore) RegisterConsumer(ctx context.Context, name string) error {
+	if err := s.logCtxErr(ctx); err != nil {
+		return err
+	}
+	if name == "" {
+		return store.ErrInvalid
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.register(name)
 	return nil
 }
 
-// ack removes events from the outbox; the caller holds mu.
-func (s *simpleStore) ack(events []store.Event) {
-	acked := map[string]bool{}
-	for _, e := range events {
-		if s.flaw == ackStopsAtUnknown && !slices.ContainsFunc(s.outbox, func(o store.Event) bool { return o.Lobby == e.Lobby && o.Seq == e.Seq }) {
-			break
-		}
-		acked[s.eventKey(e)] = true
+// register registers name; the caller holds mu.
+func (s *simpleStore) register(name string) {
+	if _, ok := s.consumers[name]; !ok {
+		s.consumers[name] = map[string]work{}
 	}
-	s.outbox = slices.DeleteFunc(s.outbox, func(e store.Event) bool { return acked[s.eventKey(e)] })
 }
 
-func (s *simpleStore) Notify(ctx context.Context) (<-chan struct{}, error) {
-	if err := s.ctxErr(ctx); err != nil {
+func (s *simpleStore) ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]store.Cursor, error) {
+	if err := s.logCtxErr(ctx); err != nil {
 		return nil, err
 	}
-	sub := &simpleSub{ch: make(chan struct{}, 1)}
-	s.mu.Lock()
-	s.subs = append(s.subs, sub)
-	s.mu.Unlock()
-	if s.flaw == notifyNeverCloses {
-		return sub.ch, nil
+	if name == "" || limit <= 0 || hold < 0 || (hold == 0 && s.flaw != logClaimZeroHold) {
+		return nil, store.ErrInvalid
 	}
+	s.mu.Lock()
+	s.register(name)
+	type item struct {
+		k string
+		w work
+	}
+	var found []item
+	for k, w := range s.consumers[name] {
+		until, ok := s.logClaims[s.ckey(name, k)]
+		if ok && now.Before(until) && s.flaw != logClaimsNotHeld {
+			continue
+		}
+		found = append(found, item{k, w})
+	}
+	slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.w.seq, b.w.seq) })
+	found = found[:min(len(found), limit)]
+	out := make([]store.Cursor, len(found))
+	for i, it := range found {
+		out[i] = store.Cursor{Lobby: it.w.id, After: s.cursors[s.ckey(name, it.k)]}
+	}
+	if s.flaw == logClaimSplit {
+		s.mu.Unlock()
+		window()
+		s.mu.Lock()
+	}
+	for _, it := range found {
+		s.logClaims[s.ckey(name, it.k)] = now.Add(hold)
+	}
+	s.mu.Unlock()
+	return out, nil
+}
+
+func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint64) error {
+	if err := s.logCtxErr(ctx); err != nil {
+		return err
+	}
+	if name == "" || id == "" {
+		return store.ErrInvalid
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending, ok := s.consumers[name]
+	if !ok {
+		if s.flaw != commitRegisters {
+			return store.ErrInvalid
+		}
+		s.register(name)
+		pending = s.consumers[name]
+	}
+	k := s.key(id)
+	ck := s.ckey(name, k)
+	if s.flaw == commitMovesBack {
+		s.cursors[ck] = after
+	} else {
+		s.cursors[ck] = max(s.cursors[ck], after)
+	}
+	delete(s.logClaims, ck)
+	head := uint64(0)
+	if l := s.logs[k]; l != nil && len(l.entries) > 0 {
+		head = l.entries[len(l.entries)-1].Version
+	}
+	if head <= s.cursors[ck] || s.flaw == commitLosesWrite {
+		delete(pending, k)
+	}
+	return nil
+}
+
+func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
+	if err := s.logCtxErr(ctx); err != nil {
+		return nil, err
+	}
+	f := store.NewFeed(0)
+	s.mu.Lock()
+	s.subs = append(s.subs, f)
+	s.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.subs = slices.DeleteFunc(s.subs, func(o *simpleSub) bool { return o == sub })
-		close(sub.ch)
+		s.subs = slices.DeleteFunc(s.subs, func(o *store.Feed) bool { return o == f })
 	})
-	return sub.ch, nil
-}
-
-// poke wakes the Notify channels; the caller holds mu.
-func (s *simpleStore) poke() {
-	if s.flaw == notifySilent {
-		return
-	}
-	for _, sub := range s.subs {
-		select {
-		case sub.ch <- struct{}{}:
-		default:
-		}
-	}
+	return f, nil
 }
 
 func (f flaw) String() string { return fmt.Sprintf("%s (caught by %s)", f.name, f.check) }

@@ -2,17 +2,26 @@
 // store.Store: one call runs every check an adapter must pass before
 // lobbyhost can rely on it.
 //
-// Call Run from a test in the adapter's package, with a function that hands
-// each check a fresh, empty store of its own (its own schema, key prefix or
-// database) and registers its cleanup with t.Cleanup:
+// Call RunWith from a test in the adapter's package, with a function that
+// hands each check a fresh, empty store of its own (its own schema, key
+// prefix or database) and registers its cleanup with t.Cleanup, and one
+// that does the same for a store keeping its effects log by a given
+// retention:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) store.Store { return newIsolatedStore(t) })
+//		storetest.RunWith(t,
+//			func(t *testing.T) store.Store { return newIsolatedStore(t) },
+//			storetest.Options{NewRetained: func(t *testing.T, r store.Retention) store.Store {
+//				return newIsolatedStore(t, withRetention(r))
+//			}})
 //	}
+//
+// Run(t, newStore) is RunWith without options: the retention checks then
+// fail and say what to provide; every other check runs.
 //
 // Each check is a subtest with a stable name, so one can be run alone:
 //
-//	go test -race -run 'TestConformance/OutboxAtomic'
+//	go test -race -run 'TestConformance/LogAtomic'
 //
 // The optional capabilities store.Claimer and store.Notifier are found by
 // type assertion and checked when the store has them (their subtests say so
@@ -26,26 +35,29 @@
 //     location and the monotonic reading but not a single nanosecond. The
 //     suite writes deadlines from 1969 to 2199; Due must also accept any now,
 //     including year 9999.
+//   - Log entries round-trip: one per Write with Effects, at the position
+//     of the version it created, Data byte for byte, At to the microsecond.
 //   - IDs are opaque bytes of valid UTF-8 (the suite uses 1 to 128 bytes,
 //     NUL included): IDs that are prefixes of each other or contain ':', '{',
 //     '}', '/', '*', '?', '[' or spaces never collide, and Due orders ties by
-//     byte order, not by a collation.
-//   - Compare-and-set, floors, the outbox and the due index as documented in
+//     byte order, not by a collation. Consumer names likewise.
+//   - Compare-and-set, floors, tombstones and their fold, the effects log,
+//     retention, durable consumers and the due index as documented in
 //     package store, checked sequentially, under concurrency (exactly one
-//     winner per version, no lost update, no record without its events), by
-//     a model-based test against a map-based reference (pgregory.net/rapid),
-//     and by a linearizability check of concurrent Load/Write histories
+//     winner per version, no lost update, no record without its entry, no
+//     entry delivered twice to claimers sharing a name), by model-based
+//     tests against a map-based reference (pgregory.net/rapid), and by a
+//     linearizability check of concurrent Load/Write histories
 //     (github.com/anishathalye/porcupine).
-//   - Writes at the limits of package store (store.MaxWriteBytes of data,
-//     store.MaxWriteEvents events) are stored whole; IDs beyond
-//     store.MaxIDLen bytes or invalid UTF-8 are refused with store.ErrInvalid
-//     or kept exactly.
-//   - Readers (Load, Due, Pending) running beside concurrent writers never
+//   - Writes at the limit of package store (store.MaxWriteBytes of Data and
+//     Effects together) are stored whole; IDs beyond store.MaxIDLen bytes or
+//     invalid UTF-8 are refused with store.ErrInvalid or kept exactly.
+//   - Readers (Load, Due, ReadLog) running beside concurrent writers never
 //     see part of a write and never go back in time.
 //   - Slices passed in are neither kept, nor written into (up to their
 //     capacity), nor reordered; slices handed out share memory with nothing.
 //   - A done context makes every method return the context's error promptly
-//     and write nothing.
+//     and write (or register, claim, commit) nothing.
 //   - Load and Delete of the empty ID may report either store.ErrInvalid or
 //     store.ErrNotFound; Write of it must report store.ErrInvalid.
 //
@@ -54,9 +66,9 @@
 // directory.
 //
 // The suite runs its checks one after another, never in parallel, and takes
-// a few seconds on an in-memory store. The model-based check asks newStore
-// for a new store on each of its iterations (100 by default, set with
-// -rapid.checks), so newStore should be cheap or the store shared
+// a few seconds on an in-memory store. The model-based checks ask for a new
+// store on each of their iterations (100 by default, set with
+// -rapid.checks), so store creation should be cheap or the store shared
 // and isolated per call by a fresh namespace.
 package storetest
 
@@ -75,17 +87,54 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
+// Options configure RunWith beyond the store constructor.
+type Options struct {
+	// NewRetained returns a fresh, empty store (isolated like newStore's)
+	// that keeps its effects log by r: the count and age bounds the
+	// retention checks (RetentionCount, TrimLog, TombstoneFold,
+	// ModelRetained) need to choose. A zero field of r means no bound of
+	// that kind. Without it those checks fail, saying what to provide:
+	// retention is part of the contract, so it cannot go unchecked.
+	NewRetained func(t *testing.T, r store.Retention) store.Store
+}
+
 // A check is one subtest of the suite.
 type check struct {
 	name string
-	run  func(t *testing.T, newStore func(*testing.T) store.Store)
+	run  func(t *testing.T, e env)
+}
+
+// env is what a check builds its stores from.
+type env struct {
+	newStore func(*testing.T) store.Store
+	opts     Options
 }
 
 // onStore adapts a check that needs a single fresh store.
-func onStore(f func(h *harness)) func(*testing.T, func(*testing.T) store.Store) {
-	return func(t *testing.T, newStore func(*testing.T) store.Store) {
-		f(newHarness(t, newStore))
+func onStore(f func(h *harness)) func(*testing.T, env) {
+	return func(t *testing.T, e env) {
+		f(newHarness(t, e.newStore))
 	}
+}
+
+// onRetained adapts a check that needs a single fresh store keeping its
+// log by r.
+func onRetained(r store.Retention, f func(h *harness)) func(*testing.T, env) {
+	return func(t *testing.T, e env) {
+		f(newHarness(t, e.retained(t, r)))
+	}
+}
+
+// retained returns the constructor of stores keeping their log by r, or
+// fails t if the adapter gave none.
+func (e env) retained(t *testing.T, r store.Retention) func(*testing.T) store.Store {
+	t.Helper()
+	if e.opts.NewRetained == nil {
+		t.Fatalf("this check needs stores with a chosen log retention (here %+v): "+
+			"run the suite with storetest.RunWith(t, newStore, storetest.Options{NewRetained: func(t *testing.T, r store.Retention) store.Store {...}}), "+
+			"returning a fresh store that trims its log by r", r)
+	}
+	return func(t *testing.T) store.Store { return e.opts.NewRetained(t, r) }
 }
 
 // checks is the suite, in the order Run runs it. Names are part of the API:
@@ -102,15 +151,21 @@ var checks = []check{
 	{"DeleteFloor", onStore(checkDeleteFloor)},
 	{"DeleteStale", onStore(checkDeleteStale)},
 	{"DeleteMissing", onStore(checkDeleteMissing)},
-	{"DeleteKeepsOutbox", onStore(checkDeleteKeepsOutbox)},
-	{"OutboxOrder", onStore(checkOutboxOrder)},
-	{"OutboxRedelivery", onStore(checkOutboxRedelivery)},
-	{"OutboxAtomic", onStore(checkOutboxAtomic)},
+	{"DeleteKeepsLog", onStore(checkDeleteKeepsLog)},
+	{"LogAppend", onStore(checkLogAppend)},
+	{"LogRead", onStore(checkLogRead)},
+	{"LogAtomic", onStore(checkLogAtomic)},
+	{"LogHeads", onStore(checkLogHeads)},
+	{"RetentionCount", onRetained(store.Retention{Entries: retainEntries}, checkRetentionCount)},
+	{"TrimLog", onRetained(store.Retention{Age: time.Hour}, checkTrimLog)},
+	{"TombstoneFold", onRetained(store.Retention{Age: time.Hour}, checkTombstoneFold)},
+	{"Consumers", onStore(checkConsumers)},
+	{"ConsumerClaims", onStore(checkConsumerClaims)},
+	{"ConsumersConcurrent", onStore(checkConsumersConcurrent)},
 	{"DueOrder", onStore(checkDueOrder)},
 	{"DueMoves", onStore(checkDueMoves)},
 	{"LargeRecord", onStore(checkLargeRecord)},
 	{"MaxWrite", onStore(checkMaxWrite)},
-	{"ManyEvents", onStore(checkManyEvents)},
 	{"ManyLobbies", onStore(checkManyLobbies)},
 	{"OpaqueIDs", onStore(checkOpaqueIDs)},
 	{"DigitIDs", onStore(checkDigitIDs)},
@@ -118,25 +173,44 @@ var checks = []check{
 	{"ConcurrentWriters", onStore(checkConcurrentWriters)},
 	{"ConcurrentReaders", onStore(checkConcurrentReaders)},
 	{"Linearizable", onStore(checkLinearizable)},
-	{"Model", checkModel},
+	{"Model", func(t *testing.T, e env) { checkModel(t, e.newStore, false) }},
+	{"ModelRetained", func(t *testing.T, e env) { checkModel(t, e.retained(t, modelRetention), true) }},
 	{"Claim", onStore(checkClaim)},
-	{"Notify", onStore(checkNotify)},
-	{"NotifyAfterCommit", onStore(checkNotifyAfterCommit)},
+	{"Subscribe", onStore(checkSubscribe)},
+	{"SubscribeAfterCommit", onStore(checkSubscribeAfterCommit)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each
 // check as a subtest of t. newStore is called at least once per subtest,
 // with the subtest's t; it must return an empty store that no other call
 // shares, and register with t.Cleanup whatever releases it. It may call
-// t.Fatal or t.Skip (say, when a server is not configured).
+// t.Fatal or t.Skip (say, when a server is not configured). Its stores
+// may trim their logs by their default retention, as long as they keep at
+// least MinDefaultEntries entries per lobby and trim by age only in
+// TrimLog (which only the retention checks call).
+//
+// Run is RunWith without options: the checks that need a chosen retention
+// fail and say so; every other check runs.
 func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Helper()
+	RunWith(t, newStore, Options{})
+}
+
+// RunWith runs the conformance suite as Run does, with opts.
+func RunWith(t *testing.T, newStore func(t *testing.T) store.Store, opts Options) {
+	t.Helper()
+	e := env{newStore: newStore, opts: opts}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
-			c.run(t, newStore)
+			c.run(t, e)
 		})
 	}
 }
+
+// MinDefaultEntries is the fewest log entries per lobby the stores Run's
+// newStore returns may keep: the checks that use them write fewer than
+// this to any one lobby and expect to read them all back.
+const MinDefaultEntries = 1000
 
 // harness is a store under test with helpers that fail the test on any
 // unexpected outcome, saying what was expected and what came back.
@@ -162,7 +236,7 @@ var t0 = time.Date(2031, time.March, 14, 15, 9, 26, 535897932, time.UTC)
 // later is a now at which every deadline the suite writes around t0 is due.
 var later = t0.Add(50 * 365 * 24 * time.Hour)
 
-// cmpOpts compare records, dues and events: times as instants, nil and empty
+// cmpOpts compare records, dues and entries: times as instants, nil and empty
 // byte slices as the same.
 var cmpOpts = cmp.Options{
 	cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) }),
@@ -175,8 +249,13 @@ var cmpOpts = cmp.Options{
 // diff returns cmp.Diff(want, got) with the suite's options.
 func diff(want, got any) string { return cmp.Diff(want, got, cmpOpts) }
 
+// write performs w and fails unless it succeeds. A zero w.At becomes t0:
+// the suite gives every write a time (lobbyhost always does).
 func (h *harness) write(w store.Write) {
 	h.t.Helper()
+	if w.At.IsZero() {
+		w.At = t0
+	}
 	if err := h.s.Write(h.ctx, w); err != nil {
 		h.t.Fatalf("Write(ID %q, Expected %d) = %v, want nil", w.ID, w.Expected, err)
 	}
@@ -185,6 +264,9 @@ func (h *harness) write(w store.Write) {
 // writeErr performs w and fails unless it returns an error matching want.
 func (h *harness) writeErr(w store.Write, want error) {
 	h.t.Helper()
+	if w.At.IsZero() {
+		w.At = t0
+	}
 	if err := h.s.Write(h.ctx, w); !errors.Is(err, want) {
 		h.t.Fatalf("Write(ID %q, Expected %d) = %v, want %v", w.ID, w.Expected, err, want)
 	}
@@ -252,27 +334,64 @@ func (h *harness) expectDue(now time.Time, limit int, want []store.Due) {
 	}
 }
 
-func (h *harness) pending(limit int) []store.Event {
+// readLog reads id's log after after and fails on any error.
+func (h *harness) readLog(id string, after uint64, limit int) []store.Entry {
 	h.t.Helper()
-	p, err := h.s.Pending(h.ctx, limit)
+	got, err := h.s.ReadLog(h.ctx, id, after, limit)
 	if err != nil {
-		h.t.Fatalf("Pending(%d) = %v, want nil", limit, err)
+		h.t.Fatalf("ReadLog(%q, %d, %d) = %v, want nil", id, after, limit, err)
 	}
-	return p
+	return got
 }
 
-func (h *harness) expectPending(want []store.Event) {
+// expectLog reads everything after after in id's log and compares it with
+// want by lobby, position and data (At is LogAppend's business).
+func (h *harness) expectLog(id string, after uint64, want []store.Entry) {
 	h.t.Helper()
-	if d := diff(want, h.pending(len(want)+100)); d != "" {
-		h.t.Fatalf("Pending mismatch (-want +got):\n%s", d)
+	got := h.readLog(id, after, len(want)+100)
+	if d := diff(withoutAt(want), withoutAt(got)); d != "" {
+		h.t.Fatalf("ReadLog(%q, %d) mismatch (-want +got):\n%s", id, after, d)
 	}
 }
 
-func (h *harness) ack(events ...store.Event) {
-	h.t.Helper()
-	if err := h.s.Ack(h.ctx, events); err != nil {
-		h.t.Fatalf("Ack(%d events) = %v, want nil", len(events), err)
+// withoutAt returns a copy of entries with every At cleared.
+func withoutAt(entries []store.Entry) []store.Entry {
+	out := make([]store.Entry, len(entries))
+	for i, e := range entries {
+		e.At = time.Time{}
+		out[i] = e
 	}
+	return out
+}
+
+// compacted wants ReadLog(id, after) to report a *store.CompactedError for
+// id and after, and returns its Trimmed.
+func (h *harness) compacted(id string, after uint64) uint64 {
+	h.t.Helper()
+	got, err := h.s.ReadLog(h.ctx, id, after, 100)
+	var ce *store.CompactedError
+	if !errors.As(err, &ce) || !errors.Is(err, store.ErrCompacted) {
+		h.t.Fatalf("ReadLog(%q, %d) = %d entries, %s; want a *store.CompactedError wrapping %v", id, after, len(got), describe(err), store.ErrCompacted)
+	}
+	if ce.Lobby != id || ce.After != after {
+		h.t.Fatalf("ReadLog(%q, %d): CompactedError names lobby %q after %d, want %q after %d", id, after, ce.Lobby, ce.After, id, after)
+	}
+	if ce.Trimmed <= after {
+		h.t.Fatalf("ReadLog(%q, %d): CompactedError with Trimmed %d, want above the position read after", id, after, ce.Trimmed)
+	}
+	return ce.Trimmed
+}
+
+func (h *harness) heads(ids ...string) []uint64 {
+	h.t.Helper()
+	got, err := h.s.LogHeads(h.ctx, ids)
+	if err != nil {
+		h.t.Fatalf("LogHeads(%q) = %v, want nil", ids, err)
+	}
+	if len(got) != len(ids) {
+		h.t.Fatalf("LogHeads(%q) = %d heads, want one per ID", ids, len(got))
+	}
+	return got
 }
 
 // state is what the store shows about a set of lobbies: used to prove that
@@ -280,12 +399,18 @@ func (h *harness) ack(events ...store.Event) {
 type state struct {
 	Records []loaded
 	Due     []store.Due
-	Pending []store.Event
+	Logs    []logState
+	Heads   []uint64
 }
 
 type loaded struct {
 	Record   store.Record
 	NotFound bool
+}
+
+type logState struct {
+	Entries []store.Entry
+	Err     string
 }
 
 func (h *harness) state(ids ...string) state {
@@ -300,9 +425,22 @@ func (h *harness) state(ids ...string) state {
 			h.t.Fatalf("Load(%q) = %v, want nil or %v", id, err, store.ErrNotFound)
 		}
 		st.Records = append(st.Records, loaded{Record: r, NotFound: err != nil})
+		entries, err := h.s.ReadLog(h.ctx, id, 0, 10000)
+		var ls logState
+		switch {
+		case err == nil:
+			ls.Entries = entries
+		case errors.Is(err, store.ErrCompacted):
+			ls.Err = err.Error()
+		default:
+			h.t.Fatalf("ReadLog(%q, 0, 10000) = %v, want nil or %v", id, err, store.ErrCompacted)
+		}
+		st.Logs = append(st.Logs, ls)
 	}
 	st.Due = h.due(later, 10000)
-	st.Pending = h.pending(10000)
+	if len(ids) > 0 {
+		st.Heads = h.heads(ids...)
+	}
 	return st
 }
 
@@ -318,9 +456,10 @@ func (h *harness) unchanged(before state, after string) {
 	}
 }
 
-// ev builds an event of lobby id.
-func ev(id string, seq uint64, data string) store.Event {
-	return store.Event{Lobby: id, Seq: seq, Data: []byte(data)}
+// entry builds the log entry that a write creating version v of lobby id
+// with Effects data appends.
+func entry(id string, v uint64, data string) store.Entry {
+	return store.Entry{Lobby: id, Version: v, Data: []byte(data)}
 }
 
 // within runs f and fails the test if it takes longer than a generous bound:
