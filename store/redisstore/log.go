@@ -177,11 +177,11 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 	if len(s.shards) == 1 {
 		sh := &s.shards[0]
 		args[3] = sh.tag
-		n, err := s.trim.exec(ctx, s.c, []string{sh.age, sh.floor}, args).AsInt64()
+		n, _, err := trimResult(s.trim.exec(ctx, s.c, []string{sh.age, sh.floor}, args))
 		if err != nil {
 			return 0, fmt.Errorf("redisstore: trim log: %w", err)
 		}
-		return int(n), nil
+		return n, nil
 	}
 
 	// Each round looks at every shard and trims up to the oldest picks. A
@@ -250,12 +250,64 @@ func (s *Store) trimRound(ctx context.Context, bound string, limit int) (int, er
 		multi = append(multi, rueidis.LuaExec{Keys: []string{s.shards[k].age, s.shards[k].floor}, Args: a})
 	}
 	total := 0
+	var folded uint64
 	for _, r := range s.trim.execMulti(ctx, s.c, multi) {
-		n, err := r.AsInt64()
+		n, f, err := trimResult(r)
 		if err != nil {
 			return total, fmt.Errorf("redisstore: trim log: %w", err)
 		}
-		total += int(n)
+		total += n
+		folded = max(folded, f)
+	}
+	if folded > 0 {
+		if err := s.raiseFloors(ctx, folded, -1); err != nil {
+			return total, fmt.Errorf("redisstore: trim log: %w", err)
+		}
 	}
 	return total, nil
+}
+
+// trimResult reads the trim script's reply: entries removed and the
+// highest floor folded (0 for none).
+func trimResult(r rueidis.RedisResult) (int, uint64, error) {
+	vals, err := r.ToArray()
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(vals) != 2 {
+		return 0, 0, fmt.Errorf("%w: trim reply of %d values", ErrCorrupt, len(vals))
+	}
+	n, err1 := vals[0].AsInt64()
+	f, err2 := vals[1].ToString()
+	folded, err3 := strconv.ParseUint(f, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return 0, 0, fmt.Errorf("%w: trim reply %v", ErrCorrupt, vals)
+	}
+	return int(n), folded, nil
+}
+
+// raiseFloors copies a floor folded in shard k into every other shard's
+// floor (every shard's, if k is -1), in one pipelined round trip. The floor that keeps an ID's
+// versions from repeating is its own shard's, which the folding script
+// raised atomically; this makes every shard report the store-wide floor,
+// as Load must for IDs without a record or tombstone. Until it is done (or
+// if it fails) other shards report a lower floor for a moment: that
+// repeats no version, since the folded lobby lives in shard k only.
+func (s *Store) raiseFloors(ctx context.Context, floor uint64, k int) error {
+	if len(s.shards) == 1 {
+		return nil
+	}
+	f := strconv.FormatUint(floor, 10)
+	multi := make([]rueidis.LuaExec, 0, len(s.shards)-1)
+	for j := range s.shards {
+		if j != k {
+			multi = append(multi, rueidis.LuaExec{Keys: []string{s.shards[j].floor}, Args: []string{f}})
+		}
+	}
+	for _, r := range s.raiseFloor.execMulti(ctx, s.c, multi) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("raising the floors of other shards to %s: %w", f, err)
+		}
+	}
+	return nil
 }

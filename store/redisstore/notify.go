@@ -57,9 +57,9 @@ func parseNotification(msg string) (store.Change, bool) {
 //
 // Pub/sub delivers at most once. When the subscription's connection
 // breaks, Subscribe marks the feed lost (the reader then checks its
-// lobbies' heads) and subscribes again after a short pause, marking it lost
-// once more when the new subscription is confirmed, since writes may have
-// gone unseen meanwhile. A message it cannot read also marks the feed
+// lobbies' heads, which covers everything published until the
+// subscription is back) and subscribes again: rueidis at once if its
+// retries allow, else Subscribe after a short pause. A message it cannot read also marks the feed
 // lost. It returns ctx's error if ctx is done, and an error if the first
 // subscription fails (the server is unreachable, say).
 func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
@@ -84,6 +84,14 @@ func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 		defer mu.Unlock()
 		return !subscribed
 	}
+	// The subscription hook only tells when the first subscription is
+	// confirmed. rueidis calls the hooks of every Receive of a channel on a
+	// connection when any of them is confirmed, so a later call may come
+	// from another subscriber of the same store: it says nothing about
+	// this one. What does is the return hook: rueidis calls it whenever
+	// one attempt of Receive ends, also when it then subscribes again by
+	// itself after a broken connection, and everything published from then
+	// until the new subscription is missed.
 	hook := func(sub rueidis.PubSubSubscription) {
 		if sub.Kind != "subscribe" {
 			return
@@ -94,11 +102,15 @@ func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 		mu.Unlock()
 		if first {
 			close(ready)
-		} else {
-			g.lose() // a resubscription: writes may have been missed
 		}
 	}
-	sctx := rueidis.WithOnSubscriptionHook(ctx, hook)
+	onReturn := func(err error, _ rueidis.CommandClient) error {
+		if err != nil && ctx.Err() == nil {
+			g.lose()
+		}
+		return err
+	}
+	sctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(ctx, hook), onReturn)
 	failed := make(chan error, 1)
 	onMessage := func(m rueidis.PubSubMessage) {
 		if c, ok := parseNotification(m.Message); ok {
@@ -127,9 +139,9 @@ func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 				return
 			case <-t.C:
 			}
-			// The next Receive confirms a new subscription through hook,
-			// which marks the feed lost again: anything published between
-			// the break and the new subscription is missed.
+			// The feed is marked lost already (by onReturn, and above for
+			// a Receive that gave up): anything published until the next
+			// subscription is missed, and the reader checks heads after.
 		}
 	}()
 

@@ -90,6 +90,7 @@ type Store struct {
 
 	load, write, del, claim                  *script
 	readLog, head, trim, claimLog, commitLog *script
+	raiseFloor                               *script
 
 	// registered holds the consumer names this Store registered, so that
 	// ClaimLog registers a name once per process.
@@ -160,20 +161,21 @@ func New(c rueidis.Client, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("redisstore: %w: retention %+v has a negative bound", store.ErrInvalid, cfg.retention)
 	}
 	s := &Store{
-		c:         c,
-		prefix:    cfg.prefix,
-		shards:    make([]shard, cfg.shards),
-		channel:   "{" + cfg.prefix + "}:notify",
-		retention: cfg.retention,
-		load:      newReadScript(loadScript),
-		write:     newScript(writeScript),
-		del:       newScript(deleteScript),
-		claim:     newScript(claimScript),
-		readLog:   newReadScript(readLogScript),
-		head:      newReadScript(headScript),
-		trim:      newScript(trimScript),
-		claimLog:  newScript(claimLogScript),
-		commitLog: newScript(commitLogScript),
+		c:          c,
+		prefix:     cfg.prefix,
+		shards:     make([]shard, cfg.shards),
+		channel:    "{" + cfg.prefix + "}:notify",
+		retention:  cfg.retention,
+		load:       newReadScript(loadScript),
+		write:      newScript(writeScript),
+		del:        newScript(deleteScript),
+		claim:      newScript(claimScript),
+		readLog:    newReadScript(readLogScript),
+		head:       newReadScript(headScript),
+		trim:       newScript(trimScript),
+		claimLog:   newScript(claimLogScript),
+		commitLog:  newScript(commitLogScript),
+		raiseFloor: newScript(raiseFloorScript),
 	}
 	for k := range s.shards {
 		s.shards[k] = newShard(cfg.prefix, k)
@@ -286,7 +288,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 // expected. While the lobby's log still has entries it leaves a tombstone
 // with the floor max(expected, floor) and the record's data; with none, it
 // removes every key of the lobby and raises the shard's floor to the
-// lobby's instead. It returns store.ErrNotFound if there is no record and
+// lobby's instead, then (one more round trip) every other shard's. An
+// error in that second step says so: the delete itself has happened. It returns store.ErrNotFound if there is no record and
 // store.ErrConflict if the version differs, changing nothing in both cases;
 // an empty ID is store.ErrInvalid.
 func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
@@ -306,8 +309,18 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 	if err != nil {
 		return fmt.Errorf("redisstore: delete %q: %w", id, err)
 	}
-	if n, err := msg.ToInt64(); err == nil && n == -1 {
-		return fmt.Errorf("redisstore: delete %q: %w", id, store.ErrNotFound)
+	if n, err := msg.ToInt64(); err == nil {
+		switch n {
+		case -1:
+			return fmt.Errorf("redisstore: delete %q: %w", id, store.ErrNotFound)
+		case 2:
+			// Deleted, and the floor folded into the shard's: copy it to
+			// the other shards. The delete has happened either way.
+			if err := s.raiseFloors(ctx, max(expected, floor), shardIndex(id, len(s.shards))); err != nil {
+				return fmt.Errorf("redisstore: delete %q: deleted, but %w", id, err)
+			}
+			return nil
+		}
 	}
 	return casResult(&msg, "delete", id, expected)
 }

@@ -145,8 +145,9 @@ return 1
 //	KEYS: record, due, log, shard floor
 //	ARGV: expected, floor, lobby ID
 //
-// It returns 1 after deleting, -1 if there is no record, or the stored
-// version (a string) on a version mismatch.
+// It returns 1 after deleting and leaving a tombstone, 2 after deleting
+// and folding the floor into the shard floor, -1 if there is no record, or
+// the stored version (a string) on a version mismatch.
 const deleteScript = luaLib + `
 local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x')
 if not cur[2] then return -1 end
@@ -164,7 +165,18 @@ else
   redis.call('DEL', KEYS[3])
   local f = redis.call('GET', KEYS[4]) or '0'
   if ult(f, ARGV[2]) then redis.call('SET', KEYS[4], ARGV[2]) end
+  return 2
 end
+return 1
+`
+
+// raiseFloorScript raises a shard floor to at least the given floor.
+//
+//	KEYS: shard floor
+//	ARGV: floor
+const raiseFloorScript = luaLib + `
+local f = redis.call('GET', KEYS[1]) or '0'
+if ult(f, ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
 return 1
 `
 
@@ -209,10 +221,11 @@ return string.sub(e[1][1], 1, -3)
 //
 // Mode "scan" walks the age index itself; mode "ids" trims up to the given
 // members (still in the index) in order. It returns how many entries it
-// removed.
+// removed and the highest floor it folded ('0' for none).
 const trimScript = luaLib + `
 local limit, tag = tonumber(ARGV[3]), ARGV[4]
-local n = 0
+local n, folded = 0, '0'
+
 local function trim(m)
   local pos = string.gsub(string.sub(m, 25, 44), '^0+', '')
   local id = string.sub(m, 45)
@@ -235,6 +248,7 @@ local function trim(m)
     redis.call('DEL', rk, lk)
     local f = redis.call('GET', KEYS[2]) or '0'
     if ult(f, h[1]) then redis.call('SET', KEYS[2], h[1]) end
+    if ult(folded, h[1]) then folded = h[1] end
   elseif not h[3] or ult(h[3], last) then
     redis.call('HSET', rk, 'x', last)
   end
@@ -244,14 +258,14 @@ if ARGV[1] == 'ids' then
     if n >= limit then break end
     if redis.call('ZSCORE', KEYS[1], ARGV[i]) then trim(ARGV[i]) end
   end
-  return n
+  return {n, folded}
 end
 while n < limit do
   local ms = redis.call('ZRANGEBYLEX', KEYS[1], '-', ARGV[2], 'LIMIT', 0, 1)
   if #ms == 0 then break end
   trim(ms[1])
 end
-return n
+return {n, folded}
 `
 
 // claimLogScript claims lobbies with uncommitted entries for a consumer in
