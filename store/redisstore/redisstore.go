@@ -4,39 +4,38 @@
 //
 // It talks to Redis through a [rueidis.Client] the caller creates, owns and
 // closes; a standalone server, a Sentinel-managed primary and a Redis
-// Cluster all work. Each Write, Delete, Ack and Claim is one Lua script run
-// with EVALSHA, so a commit is one atomic server-side step and one round
-// trip; Load, Due and Pending are single reads.
+// Cluster all work. Every change (Write, Delete, Claim, TrimLog, ClaimLog,
+// CommitLog) is one Lua script per shard run with EVALSHA, so a commit is
+// one atomic server-side step and one round trip; Load and ReadLog are one
+// read-only script each, LogHeads one pipelined round trip.
 //
 // # Layout
 //
 // Every key starts with "{prefix:k}", the hash tag of shard k. A lobby
 // belongs to one shard (a hash of its ID modulo the shard count), and a shard
-// holds its lobbies' records, one deadline index and one outbox, so every
-// script touches one Cluster slot. Due and Pending read every shard and
-// merge. The shard count defaults to 1, which puts everything in one slot; a
-// Cluster needs more to spread the load (see WithShards). The prefix and the
-// shard count must stay the same for the life of the data.
+// holds its lobbies' records and effects logs, one deadline index, one age
+// index of log entries, its floor and its consumers' cursors and queues, so
+// every script touches one Cluster slot. Calls that look at every shard
+// (Due, the first step of Claim, TrimLog and ClaimLog, RegisterConsumer)
+// pipeline one command per shard and merge. The shard count defaults to 1,
+// which puts everything in one slot; a Cluster needs more to spread the load
+// (see WithShards). The prefix and the shard count must stay the same for
+// the life of the data. docs/redis.md describes every key.
 //
 // # Guarantees and limits
 //
-//   - Versions, floors, due order and outbox order follow package store,
-//     with deadlines exact to the nanosecond.
-//   - With one shard, Pending returns events in commit order. With several,
-//     the events of each lobby still come in commit order, and events of
-//     different shards are merged by the server clock's reading at commit,
-//     in microseconds. That is commit order on one server unless two commits
-//     share a microsecond (then they were concurrent, and either order is
-//     one they could have had). Across the nodes of a Cluster it is only as
-//     good as the nodes' clock agreement, and a clock stepped back can put a
-//     later commit of one shard before an earlier commit of another.
+//   - Versions, floors, due order, log positions, retention and consumer
+//     cursors follow package store, with deadlines and entry times exact to
+//     the nanosecond and positions exact up to the largest uint64.
+//   - Retention defaults to DefaultRetainEntries entries per lobby and
+//     DefaultRetainAge (see WithRetention); the age bound is applied only
+//     by TrimLog, which the caller runs.
+//   - A folded floor is raised atomically in its own shard and copied to
+//     the other shards right after (one more round trip); see Delete.
 //   - It needs Redis 7.0 or later.
 //   - The data is only as durable as the Redis configuration: a server that
 //     restarts without persistence comes back empty, forgetting the floors
 //     that keep versions from repeating. See docs/redis.md.
-//   - Deleted lobbies leave a tombstone (a hash with the floor and the
-//     deleted record's data) that is never removed, a few dozen bytes plus
-//     that data per deleted ID.
 package redisstore
 
 import (
