@@ -658,6 +658,19 @@ func TestSubscribeAcrossClients(t *testing.T) {
 	if d := cmp.Diff([]store.Change{{Lobby: "x", Version: 1}}, changes); lost || d != "" {
 		t.Errorf("Take = lost %v, diff (-want +got):\n%s", lost, d)
 	}
+	// A process of an earlier version publishes "w" for its writes: the
+	// feed cannot tell which lobby moved, so it reports itself lost.
+	if err := other.Do(t.Context(), other.B().Publish().Channel("{"+prefix+"}:notify").Message("w").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-feed.Ready():
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing on the feed within 10s of an old-style notification")
+	}
+	if changes, lost := feed.Take(); !lost || len(changes) != 0 {
+		t.Errorf("Take after an old-style notification = %v, lost %v; want lost", changes, lost)
+	}
 }
 
 // TestWriteWithEntryIsOneRoundTrip checks that a write with a log entry,
