@@ -46,6 +46,46 @@ func TestBrokenTarget(t *testing.T) {
 	t.Fatalf("%s=%q names no flaw", brokenEnv, name)
 }
 
+// noRetentionEnv makes TestNoRetentionTarget run.
+const noRetentionEnv = "LOBBYHOST_STORETEST_NO_RETENTION"
+
+// TestNoRetentionTarget runs the suite with Run, which gives it no way to
+// choose a retention. It is the child half of TestRunWithoutRetention.
+func TestNoRetentionTarget(t *testing.T) {
+	if os.Getenv(noRetentionEnv) == "" {
+		t.Skip("run by TestRunWithoutRetention, which re-executes the test binary with " + noRetentionEnv + " set")
+	}
+	storetest.Run(t, func(*testing.T) store.Store { return newSimpleStore(noFlaw, store.Retention{}) })
+}
+
+// TestRunWithoutRetention: Run without options fails the checks that need
+// a chosen retention, saying what to provide, instead of skipping them,
+// and still runs the others.
+func TestRunWithoutRetention(t *testing.T) {
+	if os.Getenv(noRetentionEnv) != "" {
+		t.Skip("already the child process")
+	}
+	retention := []string{"RetentionCount", "TrimLog", "TombstoneFold", "ModelRetained"}
+	pattern := "^TestNoRetentionTarget$/^(" + strings.Join(retention, "|") + "|LogRead)$"
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run="+pattern, "-test.count=1", "-test.v", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), noRetentionEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if _, ok := err.(*exec.ExitError); !ok {
+		t.Fatalf("the suite without a retention constructor: want a failing run, got %v. Output:\n%s", err, out)
+	}
+	for _, name := range retention {
+		if !strings.Contains(string(out), "--- FAIL: TestNoRetentionTarget/"+name+" ") {
+			t.Errorf("check %s did not fail without Options.NewRetained. Output:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(string(out), "--- PASS: TestNoRetentionTarget/LogRead ") {
+		t.Errorf("check LogRead did not pass without Options.NewRetained. Output:\n%s", out)
+	}
+	if n := strings.Count(string(out), "storetest.Options{NewRetained:"); n < len(retention) {
+		t.Errorf("%d of %d failing retention checks say to provide Options.NewRetained. Output:\n%s", n, len(retention), out)
+	}
+}
+
 // TestBrokenStores: each flawed store fails the suite, in the check meant to
 // catch its flaw. The suite runs in a child process (this test binary again,
 // running TestBrokenTarget) because a failing subtest cannot be contained in

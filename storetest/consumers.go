@@ -99,7 +99,7 @@ func checkConsumers(h *harness) {
 	write("cons-b", false)
 	write("cons-b", true) // position 3
 	// A claim that is over before drain's ClaimLog at t0.
-	h.expectClaim("alpha", t0.Add(-time.Hour), 10, time.Nanosecond, []store.Cursor{
+	h.expectClaim("alpha", t0.Add(-time.Hour), 10, time.Minute, []store.Cursor{
 		{Lobby: "cons-a", After: 1}, {Lobby: "cons-b", After: 2}, {Lobby: "cons-c", After: 0},
 	})
 	h.expectClaim("beta", t0, 10, time.Minute, nil) // registers beta, with nothing to do
@@ -299,5 +299,75 @@ func checkConsumersConcurrent(h *harness) {
 	}
 	if total != writers*perWriter {
 		h.t.Errorf("%d entries in the logs after %d winning writes", total, writers*perWriter)
+	}
+}
+
+// checkConsumerRegistration: a consumer registered while writers run sees
+// every entry of a write that began after RegisterConsumer returned, none
+// of a write that returned before RegisterConsumer was called, and, per
+// lobby, every entry from its first one on (its cursor starts just before
+// the first entry due to it).
+func checkConsumerRegistration(h *harness) {
+	const name = "joined-late"
+	lobbies := []string{"reg-a", "reg-b", "reg-c"}
+	const before, after = 60, 150 // writes before registering, and after it returned
+	type span struct{ call, ret int64 }
+	start := time.Now()
+	since := func() int64 { return time.Since(start).Nanoseconds() }
+	var (
+		spans      = map[string][]span{} // per lobby, by version-1
+		registered = make(chan struct{})
+		wrote      = make(chan struct{})
+		werr       error
+		wg         sync.WaitGroup
+	)
+	wg.Go(func() {
+		for i := 0; i < before+after; i++ {
+			if i == before {
+				close(wrote)
+				<-registered
+			}
+			id := lobbies[i%len(lobbies)]
+			v := uint64(len(spans[id]))
+			call := since()
+			if err := h.s.Write(h.ctx, store.Write{ID: id, Expected: v, Data: []byte("x"), At: t0, Effects: counter(int(v + 1))}); err != nil {
+				werr = fmt.Errorf("Write(%q, %d) = %w", id, v, err)
+				return
+			}
+			spans[id] = append(spans[id], span{call, since()})
+		}
+	})
+	<-wrote
+	regCall := since()
+	err := h.s.RegisterConsumer(h.ctx, name)
+	regRet := since()
+	close(registered)
+	wg.Wait()
+	if err != nil {
+		h.t.Fatalf("RegisterConsumer(%q) = %v, want nil", name, err)
+	}
+	if werr != nil {
+		h.t.Fatal(werr)
+	}
+	got := h.drain(name)
+	for _, id := range lobbies {
+		seen := got[id]
+		for i, v := range seen {
+			if i > 0 && v != seen[i-1]+1 {
+				h.t.Fatalf("consumer %q read positions %v of %q: not every entry from its first one on", name, seen, id)
+			}
+		}
+		for i, sp := range spans[id] {
+			v := uint64(i + 1)
+			has := slices.Contains(seen, v)
+			switch {
+			case sp.call > regRet && !has:
+				h.t.Fatalf("the write of position %d of %q began after RegisterConsumer(%q) returned, but the consumer never got its entry (it got %v)",
+					v, id, name, seen)
+			case sp.ret < regCall && has:
+				h.t.Fatalf("the write of position %d of %q returned before RegisterConsumer(%q) was called, but the consumer got its entry",
+					v, id, name)
+			}
+		}
 	}
 }

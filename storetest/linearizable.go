@@ -14,10 +14,11 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
-// The linearizability check records a history of concurrent Loads and
-// conditional Writes and asks porcupine whether some order of them, each
-// taking effect between its call and its return, explains every result
-// with a plain versioned register per lobby. A store that is atomic only
+// The linearizability check records a history of concurrent Loads, log
+// reads and conditional Writes (each appending an entry that repeats its
+// data) and asks porcupine whether some order of them, each taking effect
+// between its call and its return, explains every result with a plain
+// versioned register per lobby whose log holds one entry per version. A store that is atomic only
 // most of the time (a version published before its data, a read served from
 // a lagging copy, a check and a set in two steps) produces a history no
 // such order explains.
@@ -25,15 +26,17 @@ import (
 type linInput struct {
 	id       string
 	write    bool
+	log      bool   // a ReadLog of the whole log instead of a Load
 	expected uint64 // write only
 	data     string // write only
 }
 
 type linOutput struct {
-	version  uint64 // load only
-	data     string // load only
+	version  uint64 // load: the version; log: the newest position
+	data     string // load: the data; log: the newest entry's data
 	missing  bool   // load: ErrNotFound
 	conflict bool   // write: ErrConflict
+	broken   bool   // log: not one entry per position from 1
 }
 
 type linState struct {
@@ -61,6 +64,9 @@ var registerModel = porcupine.Model{
 	Init: func() any { return linState{} },
 	Step: func(state, input, output any) (bool, any) {
 		st, in, out := state.(linState), input.(linInput), output.(linOutput)
+		if in.log {
+			return !out.broken && out.version == st.version && out.data == st.data, st
+		}
 		if !in.write {
 			if st.version == 0 {
 				return out.missing && out.version == 0, st
@@ -74,6 +80,12 @@ var registerModel = porcupine.Model{
 	},
 	DescribeOperation: func(input, output any) string {
 		in, out := input.(linInput), output.(linOutput)
+		if in.log {
+			if out.broken {
+				return fmt.Sprintf("ReadLog(%s) -> not one entry per position", in.id)
+			}
+			return fmt.Sprintf("ReadLog(%s) -> up to %d, last %q", in.id, out.version, out.data)
+		}
 		if !in.write {
 			if out.missing {
 				return fmt.Sprintf("Load(%s) -> not found", in.id)
@@ -96,8 +108,8 @@ var registerModel = porcupine.Model{
 // writes porcupine's HTML rendering of the history.
 const visualizeEnv = "LOBBYHOST_STORETEST_VISUALIZE"
 
-// checkLinearizable: concurrent Loads and Writes on a few lobbies form a
-// linearizable history of versioned registers.
+// checkLinearizable: concurrent Loads, ReadLogs and Writes on a few
+// lobbies form a linearizable history of versioned registers with a log.
 func checkLinearizable(h *harness) {
 	const clients, opsPerClient = 4, 120
 	ids := []string{"lin-a", "lin-b"}
@@ -113,7 +125,9 @@ func checkLinearizable(h *harness) {
 			for i := range opsPerClient {
 				id := ids[rng.IntN(len(ids))]
 				in := linInput{id: id}
-				if v, ok := seen[id]; ok && rng.IntN(3) > 0 {
+				if rng.IntN(4) == 0 {
+					in.log = true
+				} else if v, ok := seen[id]; ok && rng.IntN(3) > 0 {
 					in.write = true
 					in.expected = v
 					if rng.IntN(8) == 0 {
@@ -123,8 +137,21 @@ func checkLinearizable(h *harness) {
 				}
 				call := time.Since(start).Nanoseconds()
 				var out linOutput
-				if in.write {
-					err := h.s.Write(h.ctx, store.Write{ID: id, Expected: in.expected, Data: []byte(in.data)})
+				switch {
+				case in.log:
+					entries, err := h.s.ReadLog(h.ctx, id, 0, 10000)
+					if err != nil {
+						errs[c] = fmt.Errorf("ReadLog(%q, 0, 10000) = %w", id, err)
+						return
+					}
+					for i, e := range entries {
+						out.broken = out.broken || e.Version != uint64(i+1)
+					}
+					if n := len(entries); n > 0 {
+						out.version, out.data = entries[n-1].Version, string(entries[n-1].Data)
+					}
+				case in.write:
+					err := h.s.Write(h.ctx, store.Write{ID: id, Expected: in.expected, Data: []byte(in.data), At: t0, Effects: []byte(in.data)})
 					switch {
 					case err == nil:
 					case errors.Is(err, store.ErrConflict):
@@ -134,7 +161,7 @@ func checkLinearizable(h *harness) {
 						return
 					}
 					delete(seen, id)
-				} else {
+				default:
 					r, err := h.s.Load(h.ctx, id)
 					switch {
 					case err == nil:

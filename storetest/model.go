@@ -27,14 +27,43 @@ type model struct {
 	logs    map[string]*modelLog    // every ID with a record or a tombstone
 	global  uint64                  // what every other ID reports as its floor
 	now     time.Time               // the writers' clock: each write's At
+
+	consumers map[string]*modelConsumer // registered names
+	claimNow  time.Time                 // the consumers' clock: each ClaimLog's now
+}
+
+// modelConsumer is a durable consumer: a cursor for each lobby that had an
+// entry since it registered, and its claims.
+type modelConsumer struct {
+	cursors map[string]uint64
+	claims  map[string]time.Time // claimed until
+}
+
+// available is what ClaimLog(name, now) may return: the lobbies with
+// entries after the cursor that name does not hold at now.
+func (m *model) available(name string, now time.Time) map[string]uint64 {
+	out := map[string]uint64{}
+	c := m.consumers[name]
+	if c == nil {
+		return out
+	}
+	for id, cur := range c.cursors {
+		if m.head(id) > cur && !now.Before(c.claims[id]) {
+			out[id] = cur
+		}
+	}
+	return out
 }
 
 type modelLog struct {
 	entries []store.Entry
-	// trimmed is the highest position retention removed, or the
-	// store-wide floor when the lobby was created from nothing: no
-	// position at or below it can be read.
+	// trimmed is the highest position retention removed from the log.
 	trimmed uint64
+	// born is the store-wide floor when the lobby was created from
+	// nothing (no record, no tombstone): positions up to it may have
+	// been an earlier life's, trimmed since, so a read after a position
+	// below it may report compaction up to born, or read what there is.
+	born uint64
 }
 
 func (m *model) version(id string) uint64 {
@@ -63,17 +92,21 @@ func (m *model) head(id string) uint64 {
 }
 
 // readLog is what ReadLog(id, after, limit) returns: entries, or the
-// Trimmed of a CompactedError (0 for none).
-func (m *model) readLog(id string, after uint64, limit int) ([]store.Entry, uint64) {
+// Trimmed of a CompactedError (0 for none); if maybe, a CompactedError
+// with Trimmed maybe is right too.
+func (m *model) readLog(id string, after uint64, limit int) (entries []store.Entry, trimmed, maybe uint64) {
 	l := m.logs[id]
 	if l == nil {
 		if after < m.global {
-			return nil, m.global
+			return nil, m.global, 0
 		}
-		return nil, 0
+		return nil, 0, 0
 	}
 	if after < l.trimmed {
-		return nil, l.trimmed
+		return nil, l.trimmed, 0
+	}
+	if after < l.born {
+		maybe = l.born
 	}
 	var out []store.Entry
 	for _, e := range l.entries {
@@ -81,7 +114,7 @@ func (m *model) readLog(id string, after uint64, limit int) ([]store.Entry, uint
 			out = append(out, e)
 		}
 	}
-	return out, 0
+	return out, 0, maybe
 }
 
 // folds reports the IDs without a record whose log is empty: their
@@ -113,7 +146,8 @@ var modelDeadlines = []time.Time{
 
 // checkModel: random sequences of calls (writes with right and wrong
 // versions, with and without Effects, deletes, loads, due queries, log
-// reads and heads, and with retention, trims as the writers' clock moves)
+// reads and heads; without retention, consumers registering, claiming and
+// committing; with retention, trims as the writers' clock moves)
 // give the same results as the reference model, and after every step the
 // store shows exactly the model's records, floors, due index and logs.
 // Each rapid iteration uses a new store.
@@ -125,7 +159,8 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 			rt.Fatal("newStore returned a nil store")
 		}
 		m := &model{records: map[string]store.Record{}, floors: map[string]uint64{}, tombs: map[string][]byte{},
-			logs: map[string]*modelLog{}, now: t0.Truncate(time.Millisecond)}
+			logs: map[string]*modelLog{}, now: t0.Truncate(time.Millisecond),
+			consumers: map[string]*modelConsumer{}, claimNow: t0}
 		genID := rapid.SampledFrom(modelIDs)
 		genData := rapid.SliceOfN(rapid.Byte(), 0, 6)
 		genDeadline := rapid.SampledFrom(modelDeadlines)
@@ -186,11 +221,16 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 				delete(m.tombs, id)
 				l := m.logs[id]
 				if l == nil {
-					l = &modelLog{trimmed: m.global}
+					l = &modelLog{born: m.global}
 					m.logs[id] = l
 				}
 				if effects != nil {
 					l.entries = append(l.entries, store.Entry{Lobby: id, Version: right + 1, At: w.At, Data: bytes.Clone(effects)})
+					for _, c := range m.consumers {
+						if _, ok := c.cursors[id]; !ok {
+							c.cursors[id] = right // just before the first entry it is due
+						}
+					}
 				}
 			},
 			"Delete": func(rt *rapid.T) {
@@ -277,6 +317,74 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 				}
 			},
 		}
+		if !retained {
+			// Consumers, where nothing is trimmed (a consumer's work
+			// is then exactly the entries after its cursors).
+			genName := rapid.SampledFrom([]string{"c1", "c2", "c3"})
+			register := func(name string) {
+				if m.consumers[name] == nil {
+					m.consumers[name] = &modelConsumer{cursors: map[string]uint64{}, claims: map[string]time.Time{}}
+				}
+			}
+			actions["RegisterConsumer"] = func(rt *rapid.T) {
+				name := genName.Draw(rt, "name")
+				if err := s.RegisterConsumer(ctx, name); err != nil {
+					rt.Fatalf("RegisterConsumer(%q) = %v", name, err)
+				}
+				register(name)
+			}
+			actions["ClaimLog"] = func(rt *rapid.T) {
+				name := genName.Draw(rt, "name")
+				limit := rapid.IntRange(1, 5).Draw(rt, "limit")
+				hold := time.Duration(rapid.IntRange(1, 3).Draw(rt, "hold minutes")) * time.Minute
+				now := m.claimNow
+				m.claimNow = m.claimNow.Add(time.Duration(rapid.IntRange(0, 2).Draw(rt, "minutes on")) * time.Minute)
+				got, err := s.ClaimLog(ctx, name, now, limit, hold)
+				if err != nil {
+					rt.Fatalf("ClaimLog(%q, %v, %d, %v) = %v", name, now, limit, hold, err)
+				}
+				register(name)
+				avail := m.available(name, now)
+				if len(got) != min(limit, len(avail)) {
+					rt.Fatalf("ClaimLog(%q, %v, %d, %v) = %v; want %d of the lobbies with work and no hold: %v",
+						name, now, limit, hold, got, min(limit, len(avail)), avail)
+				}
+				for _, c := range got {
+					cur, ok := avail[c.Lobby]
+					if !ok || c.After != cur {
+						rt.Fatalf("ClaimLog(%q, %v, %d, %v) = %v; want cursors among %v (lobby: cursor), each once",
+							name, now, limit, hold, got, avail)
+					}
+					delete(avail, c.Lobby)
+					m.consumers[name].claims[c.Lobby] = now.Add(hold)
+				}
+			}
+			actions["CommitLog"] = func(rt *rapid.T) {
+				name := genName.Draw(rt, "name")
+				c := m.consumers[name]
+				if c == nil {
+					if err := s.CommitLog(ctx, name, modelIDs[0], 0); !errors.Is(err, store.ErrInvalid) {
+						rt.Fatalf("CommitLog(%q) of a name never registered = %s, want %v", name, describe(err), store.ErrInvalid)
+					}
+					return
+				}
+				var ids []string
+				for id := range c.cursors {
+					ids = append(ids, id)
+				}
+				if len(ids) == 0 {
+					return
+				}
+				slices.Sort(ids)
+				id := rapid.SampledFrom(ids).Draw(rt, "lobby")
+				after := rapid.Uint64Range(0, m.head(id)+1).Draw(rt, "after")
+				if err := s.CommitLog(ctx, name, id, after); err != nil {
+					rt.Fatalf("CommitLog(%q, %q, %d) = %v", name, id, after, err)
+				}
+				c.cursors[id] = max(c.cursors[id], after)
+				delete(c.claims, id)
+			}
+		}
 		if retained {
 			actions["Tick"] = func(rt *rapid.T) {
 				m.now = m.now.Add(time.Duration(rapid.IntRange(1, 60).Draw(rt, "minutes")) * time.Minute)
@@ -346,8 +454,11 @@ func modelLoad(ctx context.Context, rt *rapid.T, s store.Store, m *model, id str
 
 // modelReadLog compares ReadLog(id, after, limit) with the model.
 func modelReadLog(ctx context.Context, rt *rapid.T, s store.Store, m *model, id string, after uint64, limit int) {
-	want, trimmed := m.readLog(id, after, limit)
+	want, trimmed, maybe := m.readLog(id, after, limit)
 	got, err := s.ReadLog(ctx, id, after, limit)
+	if maybe > 0 && errors.Is(err, store.ErrCompacted) {
+		trimmed = maybe
+	}
 	if trimmed > 0 {
 		var ce *store.CompactedError
 		if !errors.As(err, &ce) || !errors.Is(err, store.ErrCompacted) {

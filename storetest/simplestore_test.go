@@ -208,6 +208,9 @@ var (
 	trimByWallClock = flaw{"trim-by-wall-clock", "TrimLog"}
 	// TrimLog returns its limit, not how many it removed.
 	trimCountsLimit = flaw{"trim-returns-limit", "TrimLog"}
+	// A deleted lobby created again forgets what retention trimmed from
+	// its log: a read below the trimmed position is not compacted.
+	recreateForgetsTrim = flaw{"recreate-forgets-trim", "TombstoneFold"}
 	// A tombstone stays after its lobby's last entry is trimmed.
 	tombstoneOutlivesLog = flaw{"tombstone-outlives-log", "TombstoneFold"}
 	// Folding a tombstone forgets its floor.
@@ -220,6 +223,9 @@ var (
 	// A new consumer's cursors start at 0: it sees entries written before
 	// it registered.
 	consumerStartsAtZero = flaw{"consumer-starts-at-zero", "Consumers"}
+	// RegisterConsumer returns at once and registers the name a moment
+	// later: writes in between are lost to it.
+	registersLate = flaw{"registers-late", "ConsumerRegistration"}
 	// All consumer names share one cursor per lobby.
 	consumersShareCursors = flaw{"consumers-share-cursors", "Consumers"}
 	// ClaimLog hands out lobbies claimed under the same name again.
@@ -232,6 +238,12 @@ var (
 	// CommitLog forgets the lobby, although a write came after the
 	// position committed.
 	commitLosesWrite = flaw{"commit-loses-write", "ConsumerClaims"}
+	// CommitLog releases the claim at once but moves the cursor only
+	// after a window: a ClaimLog in between hands out the old cursor.
+	commitAppliedLate = flaw{"commit-cursor-late", "ConsumersLinearizable"}
+	// ClaimLog returns (and claims) every lobby with work, whatever the
+	// limit.
+	logClaimIgnoresLimit = flaw{"logclaim-ignores-limit", "Model"}
 	// CommitLog of an unregistered name registers it instead of ErrInvalid.
 	commitRegisters = flaw{"commit-registers", "Invalid"}
 	// ClaimLog takes a hold of 0.
@@ -278,8 +290,8 @@ var flaws = []flaw{
 	effectsOnConflict, effectsBeforeRecord, recordBeforeEffects, positionIsCount, atMilliseconds, emptyEffectsDropped,
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
-	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
-	consumerStartsAtZero, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
+	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
+	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
@@ -571,6 +583,8 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 		s.logs[k] = &simpleLog{id: rec.ID, trimmed: s.global}
 	} else if !existed && s.flaw == recreateClearsLog {
 		l.entries = nil
+	} else if !existed && s.flaw == recreateForgetsTrim {
+		l.trimmed = 0
 	}
 	delete(s.tombs, k)
 	s.records[k] = rec
@@ -618,7 +632,7 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 				s.cursors[ck] = e.Version - 1
 			}
 		}
-		if _, ok := pending[k]; !ok {
+		if _, ok := pending[k]; !ok && e.Version > s.cursors[ck] {
 			pending[k] = work{id: id, seq: s.appends}
 		}
 	}
@@ -970,6 +984,15 @@ func (s *simpleStore) RegisterConsumer(ctx context.Context, name string) error {
 	if name == "" {
 		return store.ErrInvalid
 	}
+	if s.flaw == registersLate {
+		go func() {
+			time.Sleep(time.Millisecond)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.register(name)
+		}()
+		return nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.register(name)
@@ -1005,7 +1028,9 @@ func (s *simpleStore) ClaimLog(ctx context.Context, name string, now time.Time, 
 		found = append(found, item{k, w})
 	}
 	slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.w.seq, b.w.seq) })
-	found = found[:min(len(found), limit)]
+	if s.flaw != logClaimIgnoresLimit {
+		found = found[:min(len(found), limit)]
+	}
 	out := make([]store.Cursor, len(found))
 	for i, it := range found {
 		out[i] = store.Cursor{Lobby: it.w.id, After: s.cursors[s.ckey(name, it.k)]}
@@ -1031,16 +1056,31 @@ func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	pending, ok := s.consumers[name]
-	if !ok {
+	if _, ok := s.consumers[name]; !ok {
 		if s.flaw != commitRegisters {
 			return store.ErrInvalid
 		}
 		s.register(name)
-		pending = s.consumers[name]
 	}
 	k := s.key(id)
 	ck := s.ckey(name, k)
+	if s.flaw == commitAppliedLate {
+		delete(s.logClaims, ck)
+		go func() {
+			window()
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			s.applyCommit(name, k, ck, after)
+		}()
+		return nil
+	}
+	s.applyCommit(name, k, ck, after)
+	return nil
+}
+
+// applyCommit is CommitLog's change; the caller holds mu.
+func (s *simpleStore) applyCommit(name, k, ck string, after uint64) {
+	pending := s.consumers[name]
 	if s.flaw == commitMovesBack {
 		s.cursors[ck] = after
 	} else {
@@ -1054,7 +1094,6 @@ func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint
 	if head <= s.cursors[ck] || s.flaw == commitLosesWrite {
 		delete(pending, k)
 	}
-	return nil
 }
 
 func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
