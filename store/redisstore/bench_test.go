@@ -22,8 +22,9 @@ var benchClients = []int{1, 8, 32}
 // writing its own lobby (no conflicts):
 //
 //   - heartbeat: a record of 256 bytes whose deadline moves on every write
-//     and no events, what a heartbeat commits;
-//   - events: the same plus one 256-byte event, what a visible change commits.
+//     and no log entry, what a heartbeat commits;
+//   - events: the same plus a 256-byte log entry, what a visible change
+//     commits.
 //
 // It reports writes/s, the figure bench/run.sh compares.
 func BenchmarkWrite(b *testing.B) {
@@ -59,13 +60,12 @@ func benchWrite(b *testing.B, clients int, withEvents bool) {
 			id := "bench-" + strconv.Itoa(g)
 			var version uint64
 			w := store.Write{ID: id, Data: data}
-			events := []store.Event{{Lobby: id, Data: data}}
 			for next.Add(1) <= int64(b.N) {
 				w.Expected = version
 				w.Deadline = t0.Add(time.Duration(version) * time.Millisecond)
 				if withEvents {
-					events[0].Seq = version + 1
-					w.Events = events
+					w.At = w.Deadline
+					w.Effects = data
 				}
 				if err := s.Write(ctx, w); err != nil {
 					errMu.Lock()

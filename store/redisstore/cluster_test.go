@@ -93,20 +93,32 @@ func startCluster(t *testing.T) rueidis.Client {
 	return c
 }
 
-// TestCluster runs the conformance suite against a three-node Redis
-// Cluster with the lobbies spread over shards in different slots: every
-// script must touch one slot only, and Due, Pending, Claim and Notify must
-// work across nodes.
+// TestCluster runs the conformance suite, and this package's log tests,
+// against a three-node Redis Cluster with the lobbies spread over shards in
+// different slots: every script must touch one slot only, and Due, Claim,
+// TrimLog, ClaimLog, LogHeads, the floor's copies and Subscribe must work
+// across nodes.
 func TestCluster(t *testing.T) {
 	c := startCluster(t)
 	n := 0
-	storetest.Run(t, func(t *testing.T) store.Store {
+	newClusterStore := func(t *testing.T, opts ...redisstore.Option) *redisstore.Store {
 		n++
-		s, err := redisstore.New(c, redisstore.WithPrefix("ct"+strconv.Itoa(n)), redisstore.WithShards(6))
+		opts = append([]redisstore.Option{redisstore.WithPrefix("ct" + strconv.Itoa(n)), redisstore.WithShards(6)}, opts...)
+		s, err := redisstore.New(c, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return s
+	}
+	storetest.RunWith(t,
+		func(t *testing.T) store.Store { return newClusterStore(t) },
+		storetest.Options{NewRetained: func(t *testing.T, r store.Retention) store.Store {
+			return newClusterStore(t, redisstore.WithRetention(r))
+		}})
+	t.Run("Log", func(t *testing.T) {
+		for _, lc := range logCases {
+			t.Run(lc.name, func(t *testing.T) { lc.f(t, newClusterStore) })
+		}
 	})
 
 	// The shards must have landed on more than one node, or the suite

@@ -8,14 +8,21 @@ import (
 	"github.com/lobbyhost/lobbyhost/storetest"
 )
 
-// TestConformance runs the storetest suite with every lobby in one shard,
-// the default layout.
-func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t) })
+// conformance runs the storetest suite on stores of the shared server with
+// the given shard count, the retention checks on stores with the retention
+// they ask for.
+func conformance(t *testing.T, shards int) {
+	storetest.RunWith(t,
+		func(t *testing.T) store.Store { return newStore(t, redisstore.WithShards(shards)) },
+		storetest.Options{NewRetained: func(t *testing.T, r store.Retention) store.Store {
+			return newStore(t, redisstore.WithShards(shards), redisstore.WithRetention(r))
+		}})
 }
+
+// TestConformance runs the suite with every lobby in one shard, the
+// default layout.
+func TestConformance(t *testing.T) { conformance(t, 1) }
 
 // TestConformanceSharded runs the suite with lobbies spread over shards,
 // the layout for a Redis Cluster.
-func TestConformanceSharded(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Store { return newStore(t, redisstore.WithShards(4)) })
-}
+func TestConformanceSharded(t *testing.T) { conformance(t, 4) }

@@ -14,15 +14,28 @@ import (
 // and shard k owns these keys, all sharing the hash tag {P:k} so that a
 // Redis Cluster puts them in one slot:
 //
-//	{P:k}:r:L   hash: v (version or floor), d (data, absent in a tombstone),
-//	            t (deadline key, absent when none), c (claimed-until key),
-//	            f (in a tombstone: the deleted record's data)
-//	{P:k}:due   sorted set, every score 0, members deadlineKey+L, so that
-//	            byte order of members is (deadline, ID) order
-//	{P:k}:out   stream, the outbox: one entry per event, fields l, s, d
-//	{P:k}:ix    hash from "seq:L" to the outbox entry IDs of that event
+//	{P:k}:r:L     hash: v (version or floor), d (data, absent in a
+//	              tombstone), t (deadline key, absent when none),
+//	              c (claimed-until key of a due claim), f (in a tombstone:
+//	              the deleted record's data), x (the highest log position
+//	              trimmed, absent while none was)
+//	{P:k}:l:L     stream, the lobby's effects log: entry ID "<position>-0",
+//	              fields a (deadline key of Write.At) and d (the entry)
+//	{P:k}:due     sorted set, every score 0, members deadlineKey+L, so that
+//	              byte order of members is (deadline, ID) order
+//	{P:k}:age     sorted set, every score 0, members deadlineKey(At) +
+//	              20-digit position + L: every log entry of the shard by age
+//	{P:k}:floor   string, the shard's floor: the highest floor of a
+//	              tombstone that went away (absent while none did)
+//	{P:k}:names   set, the registered consumer names
+//	{P:k}:c:N     hash per consumer name N, L -> "<cursor> <queue key>" for
+//	              every lobby of the shard with entries N has not committed
+//	{P:k}:q:N     sorted set per consumer name N, every score 0, members
+//	              queue key + L (see consumers.go)
 //
-// Writes with events also publish on the channel {P}:notify (not a key).
+// Writes with a log entry also publish "<position>:L" on the channel
+// {P}:notify (not a key). Stores of earlier versions left {P:k}:out and
+// {P:k}:ix (the outbox); nothing here reads or removes them.
 
 // deadlineKeyLen is the length of a deadline key: 16 hex digits of the Unix
 // seconds with the sign bit flipped, then 8 hex digits of the nanoseconds.
@@ -82,15 +95,32 @@ func parseDeadlineKey(k string) (time.Time, bool) {
 
 // shard is the key names of one shard.
 type shard struct {
-	rec string // record key prefix: append the lobby ID
-	due string
-	out string
-	ix  string
+	tag   string // "{P:k}:", which every key of the shard starts with
+	rec   string // record key prefix: append the lobby ID
+	log   string // log key prefix: append the lobby ID
+	due   string
+	age   string
+	floor string
+	names string
 }
 
 func newShard(prefix string, k int) shard {
-	tag := "{" + prefix + ":" + strconv.Itoa(k) + "}"
-	return shard{rec: tag + ":r:", due: tag + ":due", out: tag + ":out", ix: tag + ":ix"}
+	tag := "{" + prefix + ":" + strconv.Itoa(k) + "}:"
+	return shard{
+		tag:   tag,
+		rec:   tag + "r:",
+		log:   tag + "l:",
+		due:   tag + "due",
+		age:   tag + "age",
+		floor: tag + "floor",
+		names: tag + "names",
+	}
+}
+
+// consumerKeys returns the keys of consumer name in the shard: its cursors
+// and its queue.
+func (sh *shard) consumerKeys(name string) (cursors, queue string) {
+	return sh.tag + "c:" + name, sh.tag + "q:" + name
 }
 
 // shardIndex maps a lobby ID to its shard. It must never change for a
@@ -108,10 +138,27 @@ func shardIndex(id string, n int) int {
 	return int(h % uint32(n))
 }
 
-// eventField names an event in a shard's ix hash. The decimal seq comes
-// first and holds no ':', so no two (lobby, seq) pairs share a field.
-func eventField(lobby string, seq uint64) string {
-	return strconv.FormatUint(seq, 10) + ":" + lobby
+// posLen is the width of a log position in an age index member: 20
+// decimal digits, zero-padded, hold every uint64.
+const posLen = 20
+
+// ageMember is the age index member of lobby id's entry at position pos
+// written at at. The scripts build the same string (see agePad in
+// scripts.go).
+func ageMember(at time.Time, pos uint64, id string) string {
+	p := strconv.FormatUint(pos, 10)
+	return deadlineKey(at) + strings.Repeat("0", posLen-len(p)) + p + id
+}
+
+// parseAgeMember splits an age index member into its key (the deadline
+// key of the entry's time followed by the padded position, which is what
+// orders members) and the lobby ID.
+func parseAgeMember(m string) (at time.Time, id string, ok bool) {
+	if len(m) <= deadlineKeyLen+posLen {
+		return time.Time{}, "", false
+	}
+	at, ok = parseDeadlineKey(m[:deadlineKeyLen])
+	return at, m[deadlineKeyLen+posLen:], ok
 }
 
 // validPrefix reports whether p can be used as a key prefix: braces would

@@ -103,15 +103,36 @@ func TestShardIndex(t *testing.T) {
 	}
 }
 
-func TestEventFieldUnambiguous(t *testing.T) {
-	seen := map[string][2]any{}
-	for _, lobby := range []string{"a", "a:1", "1:a", ":", "12", "2"} {
-		for _, seq := range []uint64{1, 12, 2, 21} {
-			f := eventField(lobby, seq)
-			if prev, ok := seen[f]; ok {
-				t.Fatalf("eventField(%q, %d) = eventField(%q, %d) = %q", lobby, seq, prev[0], prev[1], f)
+// TestAgeMemberOrder checks that byte order of age index members is
+// (time, position) order, with positions compared as numbers, and that a
+// member gives back its time and ID, whatever the ID holds.
+func TestAgeMemberOrder(t *testing.T) {
+	type entry struct {
+		at  time.Time
+		pos uint64
+		id  string
+	}
+	ids := []string{"a", "z{}:", "\x00nul", "0"}
+	positions := []uint64{1, 2, 9, 10, 99, 100, 1 << 53, 1<<53 + 1, math.MaxUint64 - 1, math.MaxUint64}
+	var es []entry
+	for _, at := range keyTimes {
+		for _, pos := range positions {
+			es = append(es, entry{at, pos, ids[int(pos%uint64(len(ids)))]})
+		}
+	}
+	rand.Shuffle(len(es), func(i, j int) { es[i], es[j] = es[j], es[i] })
+	for _, a := range es {
+		ma := ageMember(a.at, a.pos, a.id)
+		at, id, ok := parseAgeMember(ma)
+		if !ok || !at.Equal(a.at) || id != a.id {
+			t.Fatalf("parseAgeMember(ageMember(%v, %d, %q)) = %v, %q, %v", a.at, a.pos, a.id, at, id, ok)
+		}
+		for _, b := range es {
+			mb := ageMember(b.at, b.pos, b.id)
+			before := a.at.Before(b.at) || a.at.Equal(b.at) && a.pos < b.pos
+			if before && strings.Compare(ma, mb) >= 0 {
+				t.Fatalf("ageMember(%v, %d) = %q does not sort before ageMember(%v, %d) = %q", a.at, a.pos, ma, b.at, b.pos, mb)
 			}
-			seen[f] = [2]any{lobby, seq}
 		}
 	}
 }

@@ -4,47 +4,94 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/lobbyhost/lobbyhost/store"
 )
 
-// Every Write script that appends events publishes on the store's channel;
-// heartbeats (writes without events) and Deletes do not, so the hot path
-// stays one cheap script. Notify subscribes to the channel; a message
-// carries no data, it only says "look again".
+// Every Write script that appends a log entry publishes "<position>:<ID>" on
+// the store's channel; writes without an entry, and Deletes, publish
+// nothing. Redis runs PUBLISH inside the script, after the script's writes
+// and before any other client's command, so a subscriber that reads the log
+// on a message finds the entry. The position is decimal and holds no ':',
+// so the ID is everything after the first ':', byte for byte (pub/sub
+// messages are binary-safe: NUL and any other byte pass unchanged).
+//
+// Stores of earlier versions published "w" on the same channel for every
+// write with events. Subscribe counts any message it cannot read as a lost
+// notification, so during a rolling upgrade readers check their lobbies'
+// heads instead of missing a change.
 
-// resubscribeDelay is how long Notify waits before subscribing again after
-// losing its connection, so that a server that is down is not hammered.
+// resubscribeDelay is how long a subscription waits before subscribing
+// again after losing its connection, so that a server that is down is not
+// hammered.
 const resubscribeDelay = 250 * time.Millisecond
 
-// Notify returns a channel that receives a value (coalesced: one value may
-// stand for many writes) after Writes that append events, by any process
-// using the same server and prefix, from the moment Notify returns. The channel is
-// closed once ctx is done or the client is closed.
+// notification is the message the write script publishes for a change.
+func notification(c store.Change) string {
+	return strconv.FormatUint(c.Version, 10) + ":" + c.Lobby
+}
+
+// parseNotification is the inverse of notification.
+func parseNotification(msg string) (store.Change, bool) {
+	v, id, ok := strings.Cut(msg, ":")
+	if !ok || id == "" {
+		return store.Change{}, false
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return store.Change{}, false
+	}
+	return store.Change{Lobby: id, Version: n}, true
+}
+
+// Subscribe returns a Feed that receives a store.Change for every Write
+// with a log entry that commits after Subscribe returns, by any process
+// using the same server and prefix, until ctx is done or the client is
+// closed.
 //
-// Pub/sub delivers at most once: when the subscription's connection breaks,
-// Notify subscribes again and then sends a value, since writes may have
-// gone unseen meanwhile. It returns ctx's error if ctx is done, and an
-// error if the first subscription fails (the server is unreachable, say).
-func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
+// Pub/sub delivers at most once. When the subscription's connection
+// breaks, Subscribe marks the feed lost (the reader then checks its
+// lobbies' heads, which covers everything published until the
+// subscription is back) and subscribes again: rueidis at once if its
+// retries allow, else Subscribe after a short pause. A message it cannot read also marks the feed
+// lost. It returns ctx's error if ctx is done, and an error if the first
+// subscription fails (the server is unreachable, say).
+func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	// Receive keeps retrying while the server is unreachable; ask once
-	// first so that Notify fails promptly then.
+	// first so that Subscribe fails promptly then.
 	if err := s.c.Do(ctx, s.c.B().Ping().Build()).Error(); err != nil {
-		return nil, fmt.Errorf("redisstore: notify: %w", err)
+		return nil, fmt.Errorf("redisstore: subscribe: %w", err)
 	}
-	n := newWakeChan()
-	ch, poke := n.ch, n.poke
+	feed := store.NewFeed(0)
+	g := &gate{feed: feed}
 
 	var (
 		mu         sync.Mutex
 		subscribed bool // the first confirmation has come
 		ready      = make(chan struct{})
 	)
+	isFirst := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !subscribed
+	}
+	// The subscription hook only tells when the first subscription is
+	// confirmed. rueidis calls the hooks of every Receive of a channel on a
+	// connection when any of them is confirmed, so a later call may come
+	// from another subscriber of the same store: it says nothing about
+	// this one. What does is the return hook: rueidis calls it whenever
+	// one attempt of Receive ends, also when it then subscribes again by
+	// itself after a broken connection, and everything published from then
+	// until the new subscription is missed.
 	hook := func(sub rueidis.PubSubSubscription) {
 		if sub.Kind != "subscribe" {
 			return
@@ -55,33 +102,36 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 		mu.Unlock()
 		if first {
 			close(ready)
-		} else {
-			poke() // a resubscription: writes may have been missed
 		}
 	}
-	sctx := rueidis.WithOnSubscriptionHook(ctx, hook)
+	onReturn := func(err error, _ rueidis.CommandClient) error {
+		if err != nil && ctx.Err() == nil {
+			g.lose()
+		}
+		return err
+	}
+	sctx := rueidis.WithOnReceiveReturnHook(rueidis.WithOnSubscriptionHook(ctx, hook), onReturn)
 	failed := make(chan error, 1)
+	onMessage := func(m rueidis.PubSubMessage) {
+		if c, ok := parseNotification(m.Message); ok {
+			g.add(c)
+		} else {
+			g.lose()
+		}
+	}
 
 	go func() {
-		defer n.close()
+		defer g.close()
 		for {
-			err := s.c.Receive(sctx, s.c.B().Subscribe().Channel(s.channel).Build(), func(rueidis.PubSubMessage) { poke() })
+			err := s.c.Receive(sctx, s.c.B().Subscribe().Channel(s.channel).Build(), onMessage)
+			if isFirst() {
+				failed <- fmt.Errorf("redisstore: subscribe: %w", err)
+				return
+			}
 			if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
-				mu.Lock()
-				first := !subscribed
-				mu.Unlock()
-				if first {
-					failed <- fmt.Errorf("redisstore: notify: %w", err)
-				}
 				return
 			}
-			mu.Lock()
-			first := !subscribed
-			mu.Unlock()
-			if first {
-				failed <- fmt.Errorf("redisstore: notify: %w", err)
-				return
-			}
+			g.lose()
 			t := time.NewTimer(resubscribeDelay)
 			select {
 			case <-ctx.Done():
@@ -89,14 +139,15 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 				return
 			case <-t.C:
 			}
-			// The next Receive confirms a new subscription through hook,
-			// which pokes: nothing more to do here.
+			// The feed is marked lost already (by onReturn, and above for
+			// a Receive that gave up): anything published until the next
+			// subscription is missed, and the reader checks heads after.
 		}
 	}()
 
 	select {
 	case <-ready:
-		return ch, nil
+		return feed, nil
 	case err := <-failed:
 		if cerr := ctx.Err(); cerr != nil {
 			return nil, cerr
@@ -105,36 +156,34 @@ func (s *Store) Notify(ctx context.Context) (<-chan struct{}, error) {
 	}
 }
 
-// wakeChan is a coalescing wake-up channel that may be poked from rueidis'
-// pipe goroutine (message and subscription callbacks) after the goroutine
-// that owns it has closed it: rueidis can deliver a message for a
-// subscription while Receive is returning. poke after close is a no-op,
-// never a send on a closed channel, and close and poke never race.
-type wakeChan struct {
+// gate passes changes to a feed until it is closed. rueidis may run a
+// message or subscription callback while Receive is returning, after the
+// subscription's context is done; the gate keeps such late calls from
+// touching the feed once its subscription has ended.
+type gate struct {
 	mu     sync.Mutex
-	ch     chan struct{}
+	feed   *store.Feed
 	closed bool
 }
 
-func newWakeChan() *wakeChan { return &wakeChan{ch: make(chan struct{}, 1)} }
-
-func (w *wakeChan) poke() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.closed {
-		return
-	}
-	select {
-	case w.ch <- struct{}{}:
-	default:
+func (g *gate) add(c store.Change) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.feed.Add(c)
 	}
 }
 
-func (w *wakeChan) close() {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if !w.closed {
-		w.closed = true
-		close(w.ch)
+func (g *gate) lose() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		g.feed.Lose()
 	}
+}
+
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
 }

@@ -4,39 +4,38 @@
 //
 // It talks to Redis through a [rueidis.Client] the caller creates, owns and
 // closes; a standalone server, a Sentinel-managed primary and a Redis
-// Cluster all work. Each Write, Delete, Ack and Claim is one Lua script run
-// with EVALSHA, so a commit is one atomic server-side step and one round
-// trip; Load, Due and Pending are single reads.
+// Cluster all work. Every change (Write, Delete, Claim, TrimLog, ClaimLog,
+// CommitLog) is one Lua script per shard run with EVALSHA, so a commit is
+// one atomic server-side step and one round trip; Load and ReadLog are one
+// read-only script each, LogHeads one pipelined round trip.
 //
 // # Layout
 //
 // Every key starts with "{prefix:k}", the hash tag of shard k. A lobby
 // belongs to one shard (a hash of its ID modulo the shard count), and a shard
-// holds its lobbies' records, one deadline index and one outbox, so every
-// script touches one Cluster slot. Due and Pending read every shard and
-// merge. The shard count defaults to 1, which puts everything in one slot; a
-// Cluster needs more to spread the load (see WithShards). The prefix and the
-// shard count must stay the same for the life of the data.
+// holds its lobbies' records and effects logs, one deadline index, one age
+// index of log entries, its floor and its consumers' cursors and queues, so
+// every script touches one Cluster slot. Calls that look at every shard
+// (Due, the first step of Claim, TrimLog and ClaimLog, RegisterConsumer)
+// pipeline one command per shard and merge. The shard count defaults to 1,
+// which puts everything in one slot; a Cluster needs more to spread the load
+// (see WithShards). The prefix and the shard count must stay the same for
+// the life of the data. docs/redis.md describes every key.
 //
 // # Guarantees and limits
 //
-//   - Versions, floors, due order and outbox order follow package store,
-//     with deadlines exact to the nanosecond.
-//   - With one shard, Pending returns events in commit order. With several,
-//     the events of each lobby still come in commit order, and events of
-//     different shards are merged by the server clock's reading at commit,
-//     in microseconds. That is commit order on one server unless two commits
-//     share a microsecond (then they were concurrent, and either order is
-//     one they could have had). Across the nodes of a Cluster it is only as
-//     good as the nodes' clock agreement, and a clock stepped back can put a
-//     later commit of one shard before an earlier commit of another.
+//   - Versions, floors, due order, log positions, retention and consumer
+//     cursors follow package store, with deadlines and entry times exact to
+//     the nanosecond and positions exact up to the largest uint64.
+//   - Retention defaults to DefaultRetainEntries entries per lobby and
+//     DefaultRetainAge (see WithRetention); the age bound is applied only
+//     by TrimLog, which the caller runs.
+//   - A folded floor is raised atomically in its own shard and copied to
+//     the other shards right after (one more round trip); see Delete.
 //   - It needs Redis 7.0 or later.
 //   - The data is only as durable as the Redis configuration: a server that
 //     restarts without persistence comes back empty, forgetting the floors
 //     that keep versions from repeating. See docs/redis.md.
-//   - Deleted lobbies leave a tombstone (a hash with the floor and the
-//     deleted record's data) that is never removed, a few dozen bytes plus
-//     that data per deleted ID.
 package redisstore
 
 import (
@@ -44,6 +43,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -68,24 +69,40 @@ const MaxShards = 16384
 // that another version of it wrote differently). Nothing was written.
 var ErrCorrupt = errors.New("redisstore: corrupt data")
 
+// Default retention of a Store built without WithRetention: the newest
+// DefaultRetainEntries entries of each lobby, each for at most
+// DefaultRetainAge (the latter enforced by TrimLog).
+const (
+	DefaultRetainEntries = 1024
+	DefaultRetainAge     = 10 * time.Minute
+)
+
 // Store is a store.Store on Redis. Build it with New; the zero value is not
 // usable. It is safe for concurrent use by any number of goroutines and
 // processes that use the same prefix and shard count.
 type Store struct {
-	c       rueidis.Client
-	prefix  string
-	shards  []shard
-	channel string
+	c         rueidis.Client
+	prefix    string
+	shards    []shard
+	channel   string
+	retention store.Retention
 
-	write, del, ack, claim *script
+	load, write, del, claim                  *script
+	readLog, head, trim, claimLog, commitLog *script
+	raiseFloor                               *script
+
+	// registered holds the consumer names this Store registered, so that
+	// ClaimLog registers a name once per process.
+	registered sync.Map
 }
 
 // Option configures New.
 type Option func(*config)
 
 type config struct {
-	prefix string
-	shards int
+	prefix    string
+	shards    int
+	retention store.Retention
 }
 
 // WithPrefix sets the key prefix, so that several applications (or tests)
@@ -106,6 +123,17 @@ func WithShards(n int) Option {
 	return func(c *config) { c.shards = n }
 }
 
+// WithRetention sets how long the effects log keeps entries, replacing the
+// default (DefaultRetainEntries entries per lobby, DefaultRetainAge). A
+// zero field imposes no bound of its own, as in package store; negative
+// fields are refused. The entry bound is applied by every Write, the age
+// bound by TrimLog, which the caller runs (lobbyhost's Service does). All
+// processes sharing data should use the same retention; a process with a
+// smaller Entries trims the logs it writes to its own bound.
+func WithRetention(r store.Retention) Option {
+	return func(c *config) { c.retention = r }
+}
+
 // New returns a Store that keeps its data in the Redis that c talks to. The
 // Store does not close c. New does not contact the server; scripts are
 // loaded on first use. It returns an error wrapping store.ErrInvalid if an
@@ -114,7 +142,11 @@ func New(c rueidis.Client, opts ...Option) (*Store, error) {
 	if c == nil {
 		return nil, fmt.Errorf("redisstore: %w: nil client", store.ErrInvalid)
 	}
-	cfg := config{prefix: DefaultPrefix, shards: 1}
+	cfg := config{
+		prefix:    DefaultPrefix,
+		shards:    1,
+		retention: store.Retention{Entries: DefaultRetainEntries, Age: DefaultRetainAge},
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -124,15 +156,25 @@ func New(c rueidis.Client, opts ...Option) (*Store, error) {
 	if cfg.shards < 1 || cfg.shards > MaxShards {
 		return nil, fmt.Errorf("redisstore: %w: %d shards, want 1 to %d", store.ErrInvalid, cfg.shards, MaxShards)
 	}
+	if cfg.retention.Entries < 0 || cfg.retention.Age < 0 {
+		return nil, fmt.Errorf("redisstore: %w: retention %+v has a negative bound", store.ErrInvalid, cfg.retention)
+	}
 	s := &Store{
-		c:       c,
-		prefix:  cfg.prefix,
-		shards:  make([]shard, cfg.shards),
-		channel: "{" + cfg.prefix + "}:notify",
-		write:   newScript(writeScript),
-		del:     newScript(deleteScript),
-		ack:     newScript(ackScript),
-		claim:   newScript(claimScript),
+		c:          c,
+		prefix:     cfg.prefix,
+		shards:     make([]shard, cfg.shards),
+		channel:    "{" + cfg.prefix + "}:notify",
+		retention:  cfg.retention,
+		load:       newReadScript(loadScript),
+		write:      newScript(writeScript),
+		del:        newScript(deleteScript),
+		claim:      newScript(claimScript),
+		readLog:    newReadScript(readLogScript),
+		head:       newReadScript(headScript),
+		trim:       newScript(trimScript),
+		claimLog:   newScript(claimLogScript),
+		commitLog:  newScript(commitLogScript),
+		raiseFloor: newScript(raiseFloorScript),
 	}
 	for k := range s.shards {
 		s.shards[k] = newShard(cfg.prefix, k)
@@ -149,8 +191,10 @@ var errEmptyID = fmt.Errorf("redisstore: %w: empty lobby ID", store.ErrInvalid)
 // Load returns the lobby's record; its Data is a new slice the caller owns,
 // nil when the stored data is empty, and its Deadline is in UTC. If the
 // lobby has no record it returns store.ErrNotFound with a Record holding
-// the ID and its floor (0 if the ID was never written). An empty ID is
-// store.ErrInvalid. Server and network failures are returned wrapped.
+// the ID, its floor (the tombstone's, else the shard's, 0 if no lobby of the
+// shard was ever folded) and, while a tombstone lasts, the deleted data. An
+// empty ID is store.ErrInvalid. Server and network failures are returned
+// wrapped. It is one read-only script (EVALSHA_RO).
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
@@ -159,19 +203,17 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		return store.Record{}, errEmptyID
 	}
 	sh := s.shardOf(id)
-	vals, err := s.c.Do(ctx, s.c.B().Hmget().Key(sh.rec+id).Field("v", "d", "t", "f").Build()).ToArray()
+	vals, err := s.load.exec(ctx, s.c, []string{sh.rec + id, sh.floor}, nil).ToArray()
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redisstore: load %q: %w", id, err)
 	}
 	if len(vals) != 4 {
 		return store.Record{}, fmt.Errorf("%w: load %q: %d values", ErrCorrupt, id, len(vals))
 	}
-	var version uint64
-	if !vals[0].IsNil() {
-		v, _ := vals[0].ToString()
-		if version, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return store.Record{}, fmt.Errorf("%w: lobby %q has version %q", ErrCorrupt, id, v)
-		}
+	v, _ := vals[0].ToString()
+	version, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("%w: lobby %q has version %q", ErrCorrupt, id, v)
 	}
 	if vals[1].IsNil() {
 		rec := store.Record{ID: id, Version: version}
@@ -196,15 +238,17 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 }
 
 // Write stores w if the lobby's version (or floor) equals w.Expected: the
-// record, its deadline and its events in one script, so all or nothing. The
-// caller keeps ownership of w. A successful Write releases the lobby's claim
-// and, if it carries events, publishes a notification.
+// record, its deadline and its log entry in one script, so all or nothing,
+// in one round trip. The caller keeps ownership of w. A successful Write
+// releases the lobby's due claim; one with an entry also trims the lobby's
+// log to the retained entry count, queues the lobby for every registered
+// consumer that has not got it queued, and publishes a notification.
 //
-// It returns store.ErrInvalid if w.ID is empty, an event names another
-// lobby, or w.Expected is the largest uint64 (no version follows it), and
-// store.ErrConflict if the version differs; in these cases nothing is
-// written. A server or network failure is returned wrapped; the write may
-// then have happened or not, and a Load tells which.
+// It returns store.ErrInvalid if w.ID is empty or w.Expected is the largest
+// uint64 (no version follows it), and store.ErrConflict if the version
+// differs; in these cases nothing is written. A server or network failure
+// is returned wrapped; the write may then have happened or not, and a Load
+// tells which.
 func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -217,20 +261,21 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if !w.Deadline.IsZero() {
 		dl = deadlineKey(w.Deadline)
 	}
-	args := make([]string, 7, 7+2*len(w.Events))
-	args[0] = strconv.FormatUint(w.Expected, 10)
-	args[1] = strconv.FormatUint(w.Expected+1, 10)
-	args[2] = string(w.Data)
-	args[3] = dl
-	args[4] = w.ID
-	args[5] = s.channel
-	if len(s.shards) > 1 {
-		args[6] = "us"
+	args := []string{
+		strconv.FormatUint(w.Expected, 10),
+		strconv.FormatUint(w.Expected+1, 10),
+		string(w.Data),
+		dl,
+		w.ID,
+		s.channel,
+		"", "", "",
+		strconv.Itoa(s.retention.Entries),
+		sh.tag,
 	}
-	for i := range w.Events {
-		args = append(args, strconv.FormatUint(w.Events[i].Seq, 10), string(w.Events[i].Data))
+	if w.Effects != nil {
+		args[6], args[7], args[8] = "1", string(w.Effects), deadlineKey(w.At)
 	}
-	keys := []string{sh.rec + w.ID, sh.due, sh.out, sh.ix}
+	keys := []string{sh.rec + w.ID, sh.due, sh.log + w.ID, sh.age, sh.floor, sh.names}
 	msg, err := s.write.exec(ctx, s.c, keys, args).ToMessage()
 	if err != nil {
 		return fmt.Errorf("redisstore: write %q: %w", w.ID, err)
@@ -239,11 +284,13 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 }
 
 // Delete removes the lobby's record and deadline if its version equals
-// expected, leaving a tombstone with the floor max(expected, floor) and the
-// record's data; pending
-// events stay in the outbox. It returns store.ErrNotFound if there is no
-// record and store.ErrConflict if the version differs, changing nothing in
-// both cases; an empty ID is store.ErrInvalid.
+// expected. While the lobby's log still has entries it leaves a tombstone
+// with the floor max(expected, floor) and the record's data; with none, it
+// removes every key of the lobby and raises the shard's floor to the
+// lobby's instead, then (one more round trip) every other shard's. An
+// error in that second step says so: the delete itself has happened. It returns store.ErrNotFound if there is no record and
+// store.ErrConflict if the version differs, changing nothing in both cases;
+// an empty ID is store.ErrInvalid.
 func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -256,14 +303,23 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 		strconv.FormatUint(expected, 10),
 		strconv.FormatUint(max(expected, floor), 10),
 		id,
-		s.channel,
 	}
-	msg, err := s.del.exec(ctx, s.c, []string{sh.rec + id, sh.due}, args).ToMessage()
+	msg, err := s.del.exec(ctx, s.c, []string{sh.rec + id, sh.due, sh.log + id, sh.floor}, args).ToMessage()
 	if err != nil {
 		return fmt.Errorf("redisstore: delete %q: %w", id, err)
 	}
-	if n, err := msg.ToInt64(); err == nil && n == -1 {
-		return fmt.Errorf("redisstore: delete %q: %w", id, store.ErrNotFound)
+	if n, err := msg.ToInt64(); err == nil {
+		switch n {
+		case -1:
+			return fmt.Errorf("redisstore: delete %q: %w", id, store.ErrNotFound)
+		case 2:
+			// Deleted, and the floor folded into the shard's: copy it to
+			// the other shards. The delete has happened either way.
+			if err := s.raiseFloors(ctx, max(expected, floor), shardIndex(id, len(s.shards))); err != nil {
+				return fmt.Errorf("redisstore: delete %q: deleted, but %w", id, err)
+			}
+			return nil
+		}
 	}
 	return casResult(&msg, "delete", id, expected)
 }

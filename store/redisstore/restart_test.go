@@ -163,7 +163,7 @@ func TestRestartMidTraffic(t *testing.T) {
 				r, err := s.Load(ctx, id)
 				if err == nil || errors.Is(err, store.ErrNotFound) {
 					err = s.Write(ctx, store.Write{ID: id, Expected: r.Version, Data: []byte("x"), Deadline: t0,
-						Events: []store.Event{{Lobby: id, Seq: r.Version + 1}}})
+						At: t0, Effects: []byte("e")})
 				}
 				cancel()
 				switch {
@@ -204,38 +204,39 @@ func TestRestartMidTraffic(t *testing.T) {
 	}
 	waitAll("before the restart", [writers]int64{20, 20, 20, 20})
 
-	// A Notify channel opened before the crash must outlive it.
-	notes, err := s.Notify(t.Context())
+	// A Feed opened before the crash must outlive it.
+	feed, err := s.Subscribe(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 
+	feed.Take() // forget what came before
 	srv.kill()
 	crashed.Store(true)
-	for drained := false; !drained; { // forget values from before the crash
-		select {
-		case _, open := <-notes:
-			if !open {
-				t.Fatal("Notify channel closed by the crash, want it to survive")
-			}
-		default:
-			drained = true
-		}
-	}
 
 	// While the server is down, every call fails with an error that is not
 	// a verdict about the data. Writes fail at once; rueidis retries the
-	// reads (Load, Due, Pending) for a moment first, bounded here by the
+	// reads (Load, Due, ReadLog, LogHeads) for a moment first, bounded here by the
 	// context. The calls run at once so the test waits only for the slowest.
 	calls := map[string]func(ctx context.Context) error{
 		"Load":    func(ctx context.Context) error { _, err := s.Load(ctx, "w0"); return err },
 		"Write":   func(ctx context.Context) error { return s.Write(ctx, store.Write{ID: "down", Data: []byte("x")}) },
 		"Delete":  func(ctx context.Context) error { return s.Delete(ctx, "w0", 1, 0) },
 		"Due":     func(ctx context.Context) error { _, err := s.Due(ctx, t0, 10); return err },
-		"Pending": func(ctx context.Context) error { _, err := s.Pending(ctx, 10); return err },
-		"Ack":     func(ctx context.Context) error { return s.Ack(ctx, []store.Event{{Lobby: "w0", Seq: 1}}) },
 		"Claim":   func(ctx context.Context) error { _, err := s.Claim(ctx, t0, 10, time.Second); return err },
-		"Notify":  func(ctx context.Context) error { _, err := s.Notify(ctx); return err },
+		"ReadLog": func(ctx context.Context) error { _, err := s.ReadLog(ctx, "w0", 0, 10); return err },
+		"LogHeads": func(ctx context.Context) error {
+			_, err := s.LogHeads(ctx, []string{"w0", "w1"})
+			return err
+		},
+		"TrimLog":          func(ctx context.Context) error { _, err := s.TrimLog(ctx, t0, 10); return err },
+		"RegisterConsumer": func(ctx context.Context) error { return s.RegisterConsumer(ctx, "relay") },
+		"ClaimLog": func(ctx context.Context) error {
+			_, err := s.ClaimLog(ctx, "relay2", t0, 10, time.Second)
+			return err
+		},
+		"CommitLog": func(ctx context.Context) error { return s.CommitLog(ctx, "relay", "w0", 1) },
+		"Subscribe": func(ctx context.Context) error { _, err := s.Subscribe(ctx); return err },
 	}
 	var downWG sync.WaitGroup
 	for op, call := range calls {
@@ -262,13 +263,27 @@ func TestRestartMidTraffic(t *testing.T) {
 	// The server came back empty: the writers start over from version 0
 	// (which is why production needs persistence; see docs/redis.md).
 	waitAll("after the restart", [writers]int64{before[0] + 10, before[1] + 10, before[2] + 10, before[3] + 10})
-	select {
-	case _, open := <-notes:
-		if !open {
-			t.Error("Notify channel closed after the restart, want it to survive")
+	// The feed must say it was lost (the subscription broke), and then
+	// name the writers' lobbies again: changes count from the first Take
+	// after the one that reported the loss.
+	var lost bool
+	seen := map[string]bool{}
+	timeout := time.After(10 * time.Second)
+	for !lost || len(seen) < writers {
+		select {
+		case <-feed.Ready():
+			changes, l := feed.Take()
+			if l {
+				lost = true
+				clear(seen)
+				continue
+			}
+			for _, c := range changes {
+				seen[c.Lobby] = true
+			}
+		case <-timeout:
+			t.Fatalf("10s after the restart the feed reported lost %v and changes of %v; want lost and every writer", lost, seen)
 		}
-	case <-time.After(10 * time.Second):
-		t.Error("no notification within 10s of writes after the restart")
 	}
 	if fails.Load() == 0 {
 		t.Error("no writer saw a failure while the server was down")
@@ -293,7 +308,7 @@ func TestRestartWithAOF(t *testing.T) {
 	}
 	for v := range uint64(5) {
 		mustWrite(t, s, store.Write{ID: "kept", Expected: v, Data: []byte("v" + strconv.Itoa(int(v+1))), Deadline: t0,
-			Events: []store.Event{{Lobby: "kept", Seq: v + 1}}})
+			At: t0, Effects: []byte("e" + strconv.Itoa(int(v+1)))})
 	}
 	if err := s.Delete(t.Context(), "kept", 5, 9); err != nil {
 		t.Fatal(err)
@@ -305,9 +320,12 @@ func TestRestartWithAOF(t *testing.T) {
 	if !errors.Is(err, store.ErrNotFound) || r.Version != 9 {
 		t.Fatalf("Load after restart = %+v, %v; want floor 9, %v", r, err, store.ErrNotFound)
 	}
-	p, err := s.Pending(t.Context(), 10)
-	if err != nil || len(p) != 5 {
-		t.Fatalf("Pending after restart = %d events, %v; want 5", len(p), err)
+	if string(r.Data) != "v5" {
+		t.Errorf("Load after restart = data %q, want the tombstone's v5", r.Data)
+	}
+	es, err := s.ReadLog(t.Context(), "kept", 0, 10)
+	if err != nil || len(es) != 5 || string(es[4].Data) != "e5" {
+		t.Fatalf("ReadLog after restart = %v, %v; want 5 entries up to e5", es, err)
 	}
 	cc.take()
 	mustWrite(t, s, store.Write{ID: "kept", Expected: 9, Data: []byte("again")})

@@ -19,102 +19,322 @@ import (
 // (doubles, exact only to 2^53), and deadlines as fixed-width keys, never
 // through Lua's < on strings (strcoll, which follows the server's locale).
 
-// writeScript commits a Write.
+// luaLib holds the helpers several scripts share; it is prepended to them.
 //
-// With one shard, outbox entry IDs are Redis's own (milliseconds and a
-// counter, always after the last ID): stream order is commit order. With
-// several, they are the server's clock in microseconds and a counter, so
-// that Pending can merge the outboxes of the shards in commit order: writes
-// to different shards are told apart unless they commit in the same
-// microsecond. If the stream already has a later ID (the clock stepped
-// back, or a failover went to a node whose clock is behind), XADD refuses
-// the explicit time, and the script lets Redis pick the next ID after the
-// last one instead, which keeps the shard's own order.
+// ult compares two log positions or floors given as decimal strings without
+// leading zeros: shorter is smaller, and equal lengths compare byte by byte.
+// pad widens a position to the 20 digits of an age index member. atOf reads
+// the 'a' field (the entry's time key) of a stream entry's field list. posOf
+// is the position of a stream entry ID "<position>-0". queueKey is the key a
+// consumer's queue gives a lobby whose work is not claimed: '0' and the
+// server's clock in microseconds, 24 digits, so that unclaimed lobbies come
+// oldest work first, and before '1', the claimed ones.
+const luaLib = `
+local function ult(a, b)
+  if #a ~= #b then return #a < #b end
+  for i = 1, #a do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return false
+end
+local function pad(p) return string.rep('0', 20 - #p) .. p end
+local function atOf(f)
+  for i = 1, #f, 2 do
+    if f[i] == 'a' then return f[i + 1] end
+  end
+  return ''
+end
+local function posOf(sid) return string.sub(sid, 1, -3) end
+local function queueKey()
+  local t = redis.call('TIME')
+  return '0' .. string.format('%018d%06d', tonumber(t[1]), tonumber(t[2]))
+end
+`
+
+// loadScript reads a record, or the floor of an ID without one, in one
+// atomic step.
 //
-//	KEYS: record, due, out, ix
-//	ARGV: expected, new version, data, deadline key or "", lobby ID,
-//	      notify channel, "us" for clock-based outbox IDs (else ""),
-//	      then seq and data of each event
+//	KEYS: record, shard floor
 //
-// It returns 1 after writing, or the stored version (a string, "0" for none)
-// on a version mismatch, having written nothing.
-const writeScript = `
+// It returns {version, data, deadline key, tombstone data}; for an ID
+// with no hash at all the version is the shard floor and the rest nil.
+const loadScript = `
+local r = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'f')
+if not r[1] then r[1] = redis.call('GET', KEYS[2]) or '0' end
+return r
+`
+
+// writeScript commits a Write: the record, its deadline and, if the write
+// carries one, its log entry, with count retention, the consumers' queues
+// and the notification.
+//
+//	KEYS: record, due, log, age, shard floor, consumer names
+//	ARGV: 1 expected, 2 new version, 3 data, 4 deadline key or "",
+//	      5 lobby ID, 6 notify channel, 7 "1" if there is an entry (else
+//	      ""), 8 entry, 9 entry time key, 10 entries kept per lobby
+//	      (0: no bound), 11 shard tag "{P:k}:"
+//
+// It returns 1 after writing, or the stored version (a string, the floor
+// for an ID without a record) on a version mismatch, having written
+// nothing.
+//
+// The XADD comes right after the version check: with an explicit ID it is
+// the one command that fails on data this package did not write (a log
+// whose last ID is not below the position), and Redis does not undo a
+// script's earlier writes when a later command fails.
+const writeScript = luaLib + `
 local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f')
-local v = cur[1] or '0'
+local v, fresh = cur[1], false
+if not v then
+  v = redis.call('GET', KEYS[5]) or '0'
+  fresh = true
+end
 if v ~= ARGV[1] then return v end
+local id, pos, entry = ARGV[5], ARGV[2], ARGV[7] == '1'
+if entry then redis.call('XADD', KEYS[3], pos .. '-0', 'a', ARGV[9], 'd', ARGV[8]) end
 if cur[4] then redis.call('HDEL', KEYS[1], 'f') end
-local id, old, new = ARGV[5], cur[2], ARGV[4]
+local old, new = cur[2], ARGV[4]
 if old ~= new then
   if old then redis.call('ZREM', KEYS[2], old .. id) end
   if new ~= '' then redis.call('ZADD', KEYS[2], 0, new .. id) end
 end
 if new ~= '' then
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3], 't', new)
+  redis.call('HSET', KEYS[1], 'v', pos, 'd', ARGV[3], 't', new)
 else
-  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'd', ARGV[3])
+  redis.call('HSET', KEYS[1], 'v', pos, 'd', ARGV[3])
   if old then redis.call('HDEL', KEYS[1], 't') end
 end
 if cur[3] then redis.call('HDEL', KEYS[1], 'c') end
-local us = '*'
-if ARGV[7] == 'us' and #ARGV > 7 then
-  local now = redis.call('TIME')
-  us = now[1] .. string.format('%06d', tonumber(now[2])) .. '-*'
-end
-for i = 8, #ARGV, 2 do
-  local seq = ARGV[i]
-  local sid = redis.pcall('XADD', KEYS[3], us, 'l', id, 's', seq, 'd', ARGV[i + 1])
-  if type(sid) == 'table' then
-    us = '*'
-    sid = redis.call('XADD', KEYS[3], us, 'l', id, 's', seq, 'd', ARGV[i + 1])
+-- An ID created at the shard floor may have had entries up to it under a
+-- tombstone that is gone: a reader from before must learn it missed them.
+if fresh and v ~= '0' then redis.call('HSET', KEYS[1], 'x', v) end
+if not entry then return 1 end
+redis.call('ZADD', KEYS[4], 0, ARGV[9] .. pad(pos) .. id)
+local keep = tonumber(ARGV[10])
+if keep > 0 then
+  local n = redis.call('XLEN', KEYS[3])
+  if n > keep then
+    local last
+    for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', n - keep)) do
+      last = posOf(e[1])
+      redis.call('ZREM', KEYS[4], atOf(e[2]) .. pad(last) .. id)
+      redis.call('XDEL', KEYS[3], e[1])
+    end
+    redis.call('HSET', KEYS[1], 'x', last)
   end
-  local f = seq .. ':' .. id
-  if redis.call('HSETNX', KEYS[4], f, sid) == 0 then
-    -- The contract forbids reusing (lobby, seq), but if a caller does,
-    -- keep both entries so that one Ack removes them all.
-    redis.call('HSET', KEYS[4], f, redis.call('HGET', KEYS[4], f) .. ' ' .. sid)
+end
+local qk
+for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
+  local ck = ARGV[11] .. 'c:' .. name
+  if redis.call('HEXISTS', ck, id) == 0 then
+    qk = qk or queueKey()
+    redis.call('HSET', ck, id, ARGV[1] .. ' ' .. qk)
+    redis.call('ZADD', ARGV[11] .. 'q:' .. name, 0, qk .. id)
   end
 end
-if #ARGV > 7 then redis.call('PUBLISH', ARGV[6], 'w') end
+redis.call('PUBLISH', ARGV[6], pos .. ':' .. id)
 return 1
 `
 
-// deleteScript commits a Delete, leaving a tombstone that holds the floor
-// and the deleted record's data.
+// deleteScript commits a Delete. While the lobby has log entries it
+// leaves a tombstone with the floor, the deleted record's data and the trim
+// marker; without any, it removes the lobby's keys and raises the shard
+// floor to the lobby's floor instead.
 //
-//	KEYS: record, due
-//	ARGV: expected, floor, lobby ID, notify channel
+//	KEYS: record, due, log, shard floor
+//	ARGV: expected, floor, lobby ID
 //
-// It returns 1 after deleting, -1 if there is no record, or the stored
-// version (a string) on a version mismatch.
-const deleteScript = `
-local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't')
+// It returns 1 after deleting and leaving a tombstone, 2 after deleting
+// and folding the floor into the shard floor, -1 if there is no record, or
+// the stored version (a string) on a version mismatch.
+const deleteScript = luaLib + `
+local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x')
 if not cur[2] then return -1 end
 local v = cur[1] or '0'
 if v ~= ARGV[1] then return v end
 if cur[3] then redis.call('ZREM', KEYS[2], cur[3] .. ARGV[3]) end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2])
+if redis.call('XLEN', KEYS[3]) > 0 then
+  if cur[4] then
+    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2], 'x', cur[4])
+  else
+    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2])
+  end
+else
+  redis.call('DEL', KEYS[3])
+  local f = redis.call('GET', KEYS[4]) or '0'
+  if ult(f, ARGV[2]) then redis.call('SET', KEYS[4], ARGV[2]) end
+  return 2
+end
 return 1
 `
 
-// ackScript removes acknowledged events from one shard's outbox.
+// raiseFloorScript raises a shard floor to at least the given floor.
 //
-//	KEYS: out, ix
-//	ARGV: the ix fields (seq:lobby) of the events
+//	KEYS: shard floor
+//	ARGV: floor
+const raiseFloorScript = luaLib + `
+local f = redis.call('GET', KEYS[1]) or '0'
+if ult(f, ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+return 1
+`
+
+// readLogScript reads a lobby's log after a position, or reports that
+// retention trimmed what the reader asked for.
 //
-// It returns the number of outbox entries removed.
-const ackScript = `
-local n = 0
-for i = 1, #ARGV do
-  local sids = redis.call('HGET', KEYS[2], ARGV[i])
-  if sids then
-    for sid in string.gmatch(sids, '%S+') do
-      n = n + redis.call('XDEL', KEYS[1], sid)
-    end
-    redis.call('HDEL', KEYS[2], ARGV[i])
+//	KEYS: record, log, shard floor
+//	ARGV: after, after+1 (the first position wanted), limit
+//
+// It returns {'c', trimmed} for a compacted read, else {'e', entries} with
+// the entries as XRANGE gives them.
+const readLogScript = luaLib + `
+local h = redis.call('HMGET', KEYS[1], 'v', 'x')
+if not h[1] then
+  local f = redis.call('GET', KEYS[3]) or '0'
+  if ult(ARGV[1], f) then return {'c', f} end
+elseif h[2] and ult(ARGV[1], h[2]) then
+  return {'c', h[2]}
+end
+return {'e', redis.call('XRANGE', KEYS[2], ARGV[2], '+', 'COUNT', ARGV[3])}
+`
+
+// headScript returns the position of the newest entry of a log, or 0, so
+// that LogHeads does not carry the entries themselves back.
+//
+//	KEYS: log
+const headScript = `
+local e = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)
+if #e == 0 then return '0' end
+return string.sub(e[1][1], 1, -3)
+`
+
+// trimScript removes log entries of one shard older than a bound, oldest
+// first. An entry goes together with every earlier entry of its lobby, so
+// that a log is always a run of consecutive kept entries above its trim
+// marker; those count against the limit too. A tombstone whose last entry
+// goes is removed and its floor folded into the shard floor.
+//
+//	KEYS: age, shard floor
+//	ARGV: 1 mode, 2 bound (ZRANGEBYLEX max), 3 limit, 4 shard tag,
+//	      then (mode "ids") age members
+//
+// Mode "scan" walks the age index itself; mode "ids" trims up to the given
+// members (still in the index) in order. It returns how many entries it
+// removed and the highest floor it folded ('0' for none).
+const trimScript = luaLib + `
+local limit, tag = tonumber(ARGV[3]), ARGV[4]
+local n, folded = 0, '0'
+
+local function trim(m)
+  local pos = string.gsub(string.sub(m, 25, 44), '^0+', '')
+  local id = string.sub(m, 45)
+  local rk, lk = tag .. 'r:' .. id, tag .. 'l:' .. id
+  local es = redis.call('XRANGE', lk, '-', pos, 'COUNT', limit - n)
+  if #es == 0 then
+    redis.call('ZREM', KEYS[1], m)
+    return
+  end
+  local last
+  for _, e in ipairs(es) do
+    last = posOf(e[1])
+    redis.call('ZREM', KEYS[1], atOf(e[2]) .. pad(last) .. id)
+    redis.call('XDEL', lk, e[1])
+    n = n + 1
+  end
+  local h = redis.call('HMGET', rk, 'v', 'd', 'x')
+  if not h[1] then return end
+  if not h[2] and redis.call('XLEN', lk) == 0 then
+    redis.call('DEL', rk, lk)
+    local f = redis.call('GET', KEYS[2]) or '0'
+    if ult(f, h[1]) then redis.call('SET', KEYS[2], h[1]) end
+    if ult(folded, h[1]) then folded = h[1] end
+  elseif not h[3] or ult(h[3], last) then
+    redis.call('HSET', rk, 'x', last)
   end
 end
-return n
+if ARGV[1] == 'ids' then
+  for i = 5, #ARGV do
+    if n >= limit then break end
+    if redis.call('ZSCORE', KEYS[1], ARGV[i]) then trim(ARGV[i]) end
+  end
+  return {n, folded}
+end
+while n < limit do
+  local ms = redis.call('ZRANGEBYLEX', KEYS[1], '-', ARGV[2], 'LIMIT', 0, 1)
+  if #ms == 0 then break end
+  trim(ms[1])
+end
+return {n, folded}
+`
+
+// claimLogScript claims lobbies with uncommitted entries for a consumer in
+// one shard. A queue member is a 25-byte queue key and the lobby ID: '0'
+// and a time for unclaimed work, '1' and a claimed-until key for claimed
+// work; a claim moves the member to '1' and the new until key.
+//
+//	KEYS: the consumer's cursors, its queue
+//	ARGV: 1 mode, 2 ZRANGEBYLEX max that admits the claims over at now,
+//	      3 '1' .. until key, 4 limit, then (mode "ids") queue members
+//
+// Mode "scan" claims expired claims first (their work waited longest),
+// then unclaimed lobbies, oldest first; mode "ids" claims those of the
+// given members that are still in the queue unchanged. It returns lobby ID
+// and cursor pairs, flattened.
+const claimLogScript = `
+local out, limit, untl = {}, tonumber(ARGV[4]), ARGV[3]
+local function claim(m)
+  local id = string.sub(m, 26)
+  local s = redis.call('HGET', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], m)
+  if not s then return end
+  local c = string.sub(s, 1, #s - 26)
+  redis.call('ZADD', KEYS[2], 0, untl .. id)
+  redis.call('HSET', KEYS[1], id, c .. ' ' .. untl)
+  out[#out + 1] = id
+  out[#out + 1] = c
+end
+if ARGV[1] == 'ids' then
+  for i = 5, #ARGV do
+    if redis.call('ZSCORE', KEYS[2], ARGV[i]) then claim(ARGV[i]) end
+  end
+  return out
+end
+for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[2], '[1', ARGV[2], 'LIMIT', 0, limit)) do claim(m) end
+if #out < 2 * limit then
+  for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[2], '-', '(1', 'LIMIT', 0, limit - #out / 2)) do claim(m) end
+end
+return out
+`
+
+// commitLogScript moves a consumer's cursor for a lobby and releases its
+// claim. If the cursor has reached the newest entry, the lobby leaves the
+// consumer's cursors and queue (the next entry puts it back, with the
+// cursor just before that entry, which loses nothing: no entry lies
+// between); otherwise it goes back to the queue, unclaimed, behind the
+// work already waiting.
+//
+//	KEYS: consumer names, the consumer's cursors, its queue, log
+//	ARGV: name, lobby ID, after
+//
+// It returns 1, or -1 if the name is not registered.
+const commitLogScript = luaLib + `
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
+local id = ARGV[2]
+local s = redis.call('HGET', KEYS[2], id)
+if not s then return 1 end
+local c = string.sub(s, 1, #s - 26)
+if ult(c, ARGV[3]) then c = ARGV[3] end
+redis.call('ZREM', KEYS[3], string.sub(s, -25) .. id)
+local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
+if #last == 0 or not ult(c, posOf(last[1][1])) then
+  redis.call('HDEL', KEYS[2], id)
+  return 1
+end
+local qk = queueKey()
+redis.call('ZADD', KEYS[3], 0, qk .. id)
+redis.call('HSET', KEYS[2], id, c .. ' ' .. qk)
+return 1
 `
 
 // claimScript finds and claims due, unclaimed lobbies of one shard. A lobby
@@ -182,14 +402,20 @@ return out
 // after a restart, a failover to a replica that never saw the script, or
 // SCRIPT FLUSH.
 type script struct {
-	lua  *rueidis.Lua
-	src  string
-	sha1 string
+	lua      *rueidis.Lua
+	src      string
+	sha1     string
+	readonly bool // run with EVALSHA_RO: the script only reads
 }
 
 func newScript(src string) *script {
 	sum := sha1.Sum([]byte(src))
 	return &script{lua: rueidis.NewLuaScript(src), src: src, sha1: hex.EncodeToString(sum[:])}
+}
+
+func newReadScript(src string) *script {
+	sum := sha1.Sum([]byte(src))
+	return &script{lua: rueidis.NewLuaScriptReadOnly(src), src: src, sha1: hex.EncodeToString(sum[:]), readonly: true}
 }
 
 // exec runs the script once: one round trip while the server has it cached.
@@ -203,7 +429,11 @@ func (s *script) exec(ctx context.Context, c rueidis.Client, keys, args []string
 func (s *script) execMulti(ctx context.Context, c rueidis.Client, multi []rueidis.LuaExec) []rueidis.RedisResult {
 	cmds := make(rueidis.Commands, len(multi))
 	for i, m := range multi {
-		cmds[i] = c.B().Evalsha().Sha1(s.sha1).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
+		if s.readonly {
+			cmds[i] = c.B().EvalshaRo().Sha1(s.sha1).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
+		} else {
+			cmds[i] = c.B().Evalsha().Sha1(s.sha1).Numkeys(int64(len(m.Keys))).Key(m.Keys...).Arg(m.Args...).Build()
+		}
 	}
 	res := c.DoMulti(ctx, cmds...)
 	for i := range res {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -149,11 +147,24 @@ func TestKeyLayout(t *testing.T) {
 
 	ids := []string{"plain", "{braced}", "}x{", "a:b/c*?[d] e"}
 	for _, id := range ids {
-		mustWrite(t, s, store.Write{ID: id, Deadline: t0, Events: []store.Event{{Lobby: id, Seq: 1}}})
+		mustWrite(t, s, store.Write{ID: id, Deadline: t0, At: t0, Effects: []byte("e")})
+	}
+	// A consumer, and a deleted lobby that leaves no tombstone, add the
+	// other kinds of key.
+	if err := s.RegisterConsumer(t.Context(), "relay:{x}"); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		mustWrite(t, s, store.Write{ID: id, Expected: 1, Deadline: t0, At: t0, Effects: []byte("e")})
+	}
+	mustWrite(t, s, store.Write{ID: "gone", Deadline: t0})
+	if err := s.Delete(t.Context(), "gone", 1, 5); err != nil {
+		t.Fatal(err)
 	}
 	keys := scanKeys(t, t.Context(), c, prefix)
 	slots := map[string]uint16{} // shard tag -> slot
-	var recs []string
+	var recs, logs []string
+	kinds := map[string]bool{}
 	for _, k := range keys {
 		tag, rest, ok := strings.Cut(k, "}")
 		if !ok || !strings.HasPrefix(tag, "{"+prefix+":") {
@@ -167,31 +178,47 @@ func TestKeyLayout(t *testing.T) {
 		switch {
 		case strings.HasPrefix(rest, ":r:"):
 			recs = append(recs, rest[3:])
-		case rest == ":due" || rest == ":out" || rest == ":ix":
+			kinds["r"] = true
+		case strings.HasPrefix(rest, ":l:"):
+			logs = append(logs, rest[3:])
+			kinds["l"] = true
+		case rest == ":c:relay:{x}" || rest == ":q:relay:{x}":
+			kinds[rest[1:2]] = true
+		case rest == ":due" || rest == ":age" || rest == ":floor" || rest == ":names":
+			kinds[rest[1:]] = true
 		default:
 			t.Errorf("unexpected key %q", k)
 		}
 	}
 	slices.Sort(recs)
+	slices.Sort(logs)
 	want := slices.Clone(ids)
 	slices.Sort(want)
 	if d := cmp.Diff(want, recs); d != "" {
 		t.Errorf("record keys (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(want, logs); d != "" {
+		t.Errorf("log keys (-want +got):\n%s", d)
+	}
+	for _, kind := range []string{"r", "l", "c", "q", "due", "age", "floor", "names"} {
+		if !kinds[kind] {
+			t.Errorf("no key of kind %q among %q", kind, keys)
+		}
 	}
 }
 
 func TestPrefixesAreIsolated(t *testing.T) {
 	a := newStore(t)
 	b := newStore(t)
-	mustWrite(t, a, store.Write{ID: "x", Data: []byte("a"), Deadline: t0, Events: []store.Event{{Lobby: "x", Seq: 1}}})
+	mustWrite(t, a, store.Write{ID: "x", Data: []byte("a"), Deadline: t0, At: t0, Effects: []byte("e")})
 	if _, err := b.Load(t.Context(), "x"); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Load in another prefix = %v, want %v", err, store.ErrNotFound)
 	}
 	if d, err := b.Due(t.Context(), t0, 10); err != nil || len(d) != 0 {
 		t.Errorf("Due in another prefix = %v, %v; want nothing", d, err)
 	}
-	if p, err := b.Pending(t.Context(), 10); err != nil || len(p) != 0 {
-		t.Errorf("Pending in another prefix = %v, %v; want nothing", p, err)
+	if es, err := b.ReadLog(t.Context(), "x", 0, 10); err != nil || len(es) != 0 {
+		t.Errorf("ReadLog in another prefix = %v, %v; want nothing", es, err)
 	}
 	mustWrite(t, b, store.Write{ID: "x", Data: []byte("b")})
 	r, err := a.Load(t.Context(), "x")
@@ -282,143 +309,6 @@ func TestClaimSharedByWorkers(t *testing.T) {
 	})
 }
 
-// TestPendingKeepsLobbyOrder interleaves writes of many lobbies and checks
-// that Pending returns each lobby's events in order, also across shards.
-func TestPendingKeepsLobbyOrder(t *testing.T) {
-	forShards(t, func(t *testing.T, s *redisstore.Store) {
-		const lobbies, rounds = 9, 6
-		var all []store.Event
-		for r := range rounds {
-			for l := range lobbies {
-				id := fmt.Sprintf("l%d", l)
-				evs := []store.Event{
-					{Lobby: id, Seq: uint64(2 * r), Data: []byte(fmt.Sprint(r))},
-					{Lobby: id, Seq: uint64(2*r + 1)},
-				}
-				all = append(all, evs...)
-				mustWrite(t, s, store.Write{ID: id, Expected: uint64(r), Events: evs})
-			}
-		}
-		got, err := s.Pending(t.Context(), len(all)+1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) != len(all) {
-			t.Fatalf("Pending returned %d events, want %d", len(got), len(all))
-		}
-		next := map[string]uint64{}
-		for _, e := range got {
-			if e.Seq != next[e.Lobby] {
-				t.Fatalf("lobby %s: event seq %d came when %d was next; Pending: %v", e.Lobby, e.Seq, next[e.Lobby], got)
-			}
-			next[e.Lobby]++
-		}
-		// Ack half in one call (several shards and batches), then the rest.
-		if err := s.Ack(t.Context(), all[:len(all)/2]); err != nil {
-			t.Fatal(err)
-		}
-		rest, err := s.Pending(t.Context(), len(all))
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantRest := slices.Clone(all[len(all)/2:])
-		sortEvents(rest)
-		sortEvents(wantRest)
-		if d := cmp.Diff(wantRest, rest, cmpOpts); d != "" {
-			t.Errorf("Pending after acking half (-want +got):\n%s", d)
-		}
-	})
-}
-
-func sortEvents(e []store.Event) {
-	slices.SortFunc(e, func(a, b store.Event) int {
-		if c := strings.Compare(a.Lobby, b.Lobby); c != 0 {
-			return c
-		}
-		return int(a.Seq) - int(b.Seq)
-	})
-}
-
-// TestAckLargeBatch acks more events than one script handles.
-func TestAckLargeBatch(t *testing.T) {
-	s := newStore(t)
-	var evs []store.Event
-	for i := range 1300 {
-		evs = append(evs, store.Event{Lobby: "big", Seq: uint64(i)})
-	}
-	mustWrite(t, s, store.Write{ID: "big", Events: evs})
-	if err := s.Ack(t.Context(), evs[:1299]); err != nil {
-		t.Fatal(err)
-	}
-	got, err := s.Pending(t.Context(), 10)
-	if d := cmp.Diff(evs[1299:], got, cmpOpts); err != nil || d != "" {
-		t.Errorf("Pending after Ack = %v, diff (-want +got):\n%s", err, d)
-	}
-}
-
-// TestNotifyAcrossClients checks that a write through another client (as
-// from another process) wakes a Notify channel, and that the channel closes
-// with its context.
-func TestNotifyAcrossClients(t *testing.T) {
-	c := sharedClient(t)
-	prefix := newPrefix()
-	t.Cleanup(func() { purge(t, c, prefix) })
-	watcher, err := redisstore.New(c, redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := newClient(os.Getenv(addrEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	writer, err := redisstore.New(other, redisstore.WithPrefix(prefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-	strangerPrefix := newPrefix()
-	t.Cleanup(func() { purge(t, c, strangerPrefix) })
-	stranger, err := redisstore.New(other, redisstore.WithPrefix(strangerPrefix))
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	ch, err := watcher.Notify(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A write under another prefix, then one under ours: the first value
-	// must come from ours, since nothing under ours happened before. Only
-	// writes that append events notify.
-	withEvent := store.Write{ID: "x", Events: []store.Event{{Lobby: "x", Seq: 1, Data: []byte("e")}}}
-	mustWrite(t, stranger, withEvent)
-	mustWrite(t, writer, withEvent)
-	select {
-	case _, ok := <-ch:
-		if !ok {
-			t.Fatal("Notify channel closed, want a value")
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notification within 10s of a write")
-	}
-	// A heartbeat-like write (no events) does not notify; the next write
-	// with events does.
-	mustWrite(t, writer, store.Write{ID: "x", Expected: 1})
-	mustWrite(t, writer, store.Write{ID: "x", Expected: 2, Events: []store.Event{{Lobby: "x", Seq: 2, Data: []byte("e")}}})
-	select {
-	case <-ch:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notification within 10s of a write with events")
-	}
-	cancel()
-	for range ch { // drain until closed
-	}
-	if _, err := watcher.Notify(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("Notify(done ctx) = %v, want %v", err, context.Canceled)
-	}
-}
-
 // TestCorruptRecord checks that bytes this package did not write are
 // reported, not misread or panicked on.
 func TestCorruptRecord(t *testing.T) {
@@ -444,134 +334,5 @@ func TestCorruptRecord(t *testing.T) {
 		if _, err := s.Load(t.Context(), id); !errors.Is(err, redisstore.ErrCorrupt) {
 			t.Errorf("Load(%q) = %v, want %v", id, err, redisstore.ErrCorrupt)
 		}
-	}
-}
-
-// TestOutboxClockSteppedBack checks the write script's way out when a
-// shard's outbox already holds an entry ID later than the server's clock (a
-// clock stepped back, a failover to a node that is behind): the write still
-// commits, after that entry.
-func TestOutboxClockSteppedBack(t *testing.T) {
-	c := sharedClient(t)
-	prefix := newPrefix()
-	t.Cleanup(func() { purge(t, c, prefix) })
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(3))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustWrite(t, s, store.Write{ID: "x", Events: []store.Event{{Lobby: "x", Seq: 1}}})
-	var out string
-	for _, k := range scanKeys(t, t.Context(), c, prefix) {
-		if strings.HasSuffix(k, "}:out") {
-			out = k
-		}
-	}
-	if out == "" {
-		t.Fatal("no outbox stream after a write with an event")
-	}
-	// An event of x stamped far in the future (year 2286 in microseconds).
-	future := c.B().Xadd().Key(out).Id("9999999999999999-0").FieldValue().FieldValue("l", "x").FieldValue("s", "2").FieldValue("d", "").Build()
-	if err := c.Do(t.Context(), future).Error(); err != nil {
-		t.Fatal(err)
-	}
-	mustWrite(t, s, store.Write{ID: "x", Expected: 1, Events: []store.Event{{Lobby: "x", Seq: 3}, {Lobby: "x", Seq: 4}}})
-	got, err := s.Pending(t.Context(), 10)
-	want := []store.Event{{Lobby: "x", Seq: 1}, {Lobby: "x", Seq: 2}, {Lobby: "x", Seq: 3}, {Lobby: "x", Seq: 4}}
-	if d := cmp.Diff(want, got, cmpOpts); err != nil || d != "" {
-		t.Errorf("Pending = %v, diff (-want +got):\n%s", err, d)
-	}
-}
-
-// TestAckBookkeeping checks how Ack finds outbox entries: across a write of
-// thousands of events, after the lobby was deleted (pending events stay
-// ackable), and for a seq a caller reused (one Ack removes every entry of
-// it). Once everything is acknowledged, nothing of the outbox is left but
-// the empty stream.
-func TestAckBookkeeping(t *testing.T) {
-	for _, shards := range shardCounts {
-		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
-			testAckBookkeeping(t, shards)
-		})
-	}
-}
-
-func testAckBookkeeping(t *testing.T, shards int) {
-	c := sharedClient(t)
-	prefix := newPrefix()
-	t.Cleanup(func() { purge(t, c, prefix) })
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(shards))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := t.Context()
-	var first []store.Event
-	for i := range 2500 {
-		first = append(first, store.Event{Lobby: "x", Seq: uint64(i + 1), Data: []byte(strconv.Itoa(i + 1))})
-	}
-	// 2500 events, with seq 1500 (second chunk) written twice.
-	first = append(first, store.Event{Lobby: "x", Seq: 1500, Data: []byte("again")})
-	mustWrite(t, s, store.Write{ID: "x", Data: []byte("one"), Deadline: t0, Events: first})
-	// Seq 2 reused by a later write, and one more event.
-	second := []store.Event{{Lobby: "x", Seq: 2, Data: []byte("2 again")}, {Lobby: "x", Seq: 2501}}
-	mustWrite(t, s, store.Write{ID: "x", Expected: 1, Data: []byte("two"), Events: second})
-	if err := s.Delete(ctx, "x", 2, 7); err != nil {
-		t.Fatal(err)
-	}
-
-	all, err := s.Pending(ctx, 5000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(append(slices.Clone(first), second...), all, cmpOpts); d != "" {
-		t.Fatalf("Pending after the writes and the delete (-want +got):\n%s", d)
-	}
-	// Acking seq 2 and 1500 once removes both of their entries; unknown
-	// events (seq 9999, lobby y) are skipped.
-	if err := s.Ack(ctx, []store.Event{{Lobby: "x", Seq: 2}, {Lobby: "x", Seq: 1500}, {Lobby: "x", Seq: 9999}, {Lobby: "y", Seq: 1}}); err != nil {
-		t.Fatal(err)
-	}
-	var want []store.Event
-	for _, e := range all {
-		if e.Seq != 2 && e.Seq != 1500 {
-			want = append(want, e)
-		}
-	}
-	got, err := s.Pending(ctx, 5000)
-	if d := cmp.Diff(want, got, cmpOpts); err != nil || d != "" {
-		t.Fatalf("Pending after acking seqs 2 and 1500 = %v, diff (-want +got):\n%s", err, d)
-	}
-	if r, err := s.Load(ctx, "x"); !errors.Is(err, store.ErrNotFound) || r.Version != 7 {
-		t.Errorf("Load of the tombstone = %+v, %v; want floor 7, %v", r, err, store.ErrNotFound)
-	}
-
-	if err := s.Ack(ctx, got); err != nil {
-		t.Fatal(err)
-	}
-	if p, err := s.Pending(ctx, 10); err != nil || len(p) != 0 {
-		t.Errorf("Pending after acking everything = %v, %v; want none", p, err)
-	}
-	var rec, out string
-	keys := scanKeys(t, ctx, c, prefix)
-	for _, k := range keys {
-		switch {
-		case strings.HasSuffix(k, "}:r:x"):
-			rec = k
-		case strings.HasSuffix(k, "}:out"):
-			out = k
-		}
-	}
-	slices.Sort(keys)
-	wantKeys := []string{out, rec}
-	slices.Sort(wantKeys)
-	if d := cmp.Diff(wantKeys, keys); rec == "" || out == "" || d != "" {
-		t.Errorf("keys after every ack (-want +got):\n%s", d)
-	}
-	if n, err := c.Do(ctx, c.B().Xlen().Key(out).Build()).AsInt64(); err != nil || n != 0 {
-		t.Errorf("XLEN %s after every ack = %d, %v; want 0", out, n, err)
-	}
-	fields, err := c.Do(ctx, c.B().Hkeys().Key(rec).Build()).AsStrSlice()
-	slices.Sort(fields)
-	if d := cmp.Diff([]string{"f", "v"}, fields); err != nil || d != "" {
-		t.Errorf("fields of the tombstone %q = %v, diff (-want +got):\n%s", rec, err, d)
 	}
 }

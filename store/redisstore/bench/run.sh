@@ -5,14 +5,15 @@
 # clients, and prints each figure as a ratio of it (the target is >= 50%):
 #
 #   store heartbeat     BenchmarkWrite/heartbeat: Store.Write of a record
-#                       whose deadline moves, no events
-#   store 1 event       BenchmarkWrite/events: the same plus one event
+#                       whose deadline moves, no log entry
+#   store 1 event       BenchmarkWrite/events: the same plus one 256-byte
+#                       log entry
 #   service heartbeat   BenchmarkServiceHeartbeat: lobby.Service.Heartbeat
 #                       with Run going, each client on lobbies of its own
 #                       (one EVALSHA each), with p50/p99 latency
 #   service transition  BenchmarkServiceTransition: a disconnect or the
-#                       rejoin after it, one event each, while Run's relay
-#                       publishes and acknowledges the events
+#                       rejoin after it, one log entry each, while Run
+#                       reads the log
 #
 # Last, the contended case: 8 clients on one lobby through two Services
 # (two processes' worth), set beside redis-benchmark's 8-client figure.
