@@ -20,6 +20,8 @@ var classes = []struct {
 	{lobby.ErrNotMember, "not_member"},
 	{lobby.ErrNotEligible, "not_eligible"},
 	{lobby.ErrNotEmpty, "not_empty"},
+	{lobby.ErrBlocked, "blocked"},
+	{lobby.ErrLocked, "locked"},
 	{lobby.ErrContention, "contention"},
 	{lobby.ErrCorrupt, "corrupt"},
 	{lobby.ErrInvalidID, "invalid_id"},
@@ -31,6 +33,7 @@ var classes = []struct {
 	{store.ErrNotFound, "store_not_found"},
 	{store.ErrConflict, "store_conflict"},
 	{store.ErrInvalid, "store_invalid"},
+	{store.ErrCompacted, "store_compacted"},
 	{context.Canceled, "canceled"},
 	{context.DeadlineExceeded, "deadline_exceeded"},
 }

@@ -22,6 +22,9 @@ func TestErrorClass(t *testing.T) {
 		{lobby.ErrNotMember, "not_member"},
 		{lobby.ErrNotEligible, "not_eligible"},
 		{lobby.ErrNotEmpty, "not_empty"},
+		{lobby.ErrBlocked, "blocked"},
+		{lobby.ErrLocked, "locked"},
+		{store.ErrCompacted, "store_compacted"},
 		// As the Service builds it: contention wraps the store's conflict.
 		{fmt.Errorf("%w: lobby %q after %d attempts: %w", lobby.ErrContention, "l", 32, store.ErrConflict), "contention"},
 		{fmt.Errorf("lobby %q: %w", "l", lobby.ErrCorrupt), "corrupt"},

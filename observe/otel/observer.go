@@ -42,6 +42,10 @@ var ops = [...]string{
 	lobby.OpLeave:        lobby.OpLeave.String(),
 	lobby.OpTransferHost: lobby.OpTransferHost.String(),
 	lobby.OpTick:         lobby.OpTick.String(),
+	lobby.OpUpdate:       lobby.OpUpdate.String(),
+	lobby.OpKick:         lobby.OpKick.String(),
+	lobby.OpLock:         lobby.OpLock.String(),
+	lobby.OpConfigure:    lobby.OpConfigure.String(),
 }
 
 // spanNames are the span names by ops' index.
@@ -294,7 +298,8 @@ func (ob *Observer) instruments(m metric.Meter) error {
 // (zero included) so that every series exists from the start.
 var reasons = []lobby.Reason{
 	lobby.ReasonJoined, lobby.ReasonReconnected, lobby.ReasonDisconnected, lobby.ReasonTimedOut,
-	lobby.ReasonLeaseExpired, lobby.ReasonLeft, lobby.ReasonHostTransferred,
+	lobby.ReasonLeaseExpired, lobby.ReasonLeft, lobby.ReasonHostTransferred, lobby.ReasonKicked,
+	lobby.ReasonUpdated,
 }
 
 func clamp(n uint64) int64 { return int64(min(n, 1<<63-1)) }

@@ -141,6 +141,8 @@ func TestALobbysLife(t *testing.T) {
 		"lobby.graces.expired{}":                                       2,
 		"lobby.reports.stale{}":                                        1,
 		"lobby.host.changes{lobby.reason=joined}":                      1,
+		"lobby.host.changes{lobby.reason=kicked}":                      0,
+		"lobby.host.changes{lobby.reason=updated}":                     0,
 		"lobby.host.changes{lobby.reason=reconnected}":                 1,
 		"lobby.host.changes{lobby.reason=disconnected}":                0,
 		"lobby.host.changes{lobby.reason=timed_out}":                   0,

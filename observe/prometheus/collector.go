@@ -253,6 +253,10 @@ var opLabels = map[lobby.Op]string{
 	lobby.OpLeave:        "leave",
 	lobby.OpTransferHost: "transfer_host",
 	lobby.OpTick:         "tick",
+	lobby.OpUpdate:       "update",
+	lobby.OpKick:         "kick",
+	lobby.OpLock:         "lock",
+	lobby.OpConfigure:    "configure",
 }
 
 func opLabel(op lobby.Op) string {
@@ -280,6 +284,9 @@ var errorLabels = []struct {
 	{lobby.ErrNotMember, "refused:not_member"},
 	{lobby.ErrNotEligible, "refused:not_eligible"},
 	{lobby.ErrNotEmpty, "refused:not_empty"},
+	{lobby.ErrBlocked, "refused:blocked"},
+	{lobby.ErrLocked, "refused:locked"},
+	{lobby.ErrInvalidPolicy, "invalid"},
 	{lobby.ErrInvalidID, "invalid"},
 	{lobby.ErrInvalidAttrs, "invalid"},
 	{lobby.ErrInvalidCommand, "invalid"},
@@ -307,7 +314,8 @@ func outcomeLabel(o lobby.Observation) string {
 var reasonLabels = map[lobby.Reason]bool{
 	lobby.ReasonJoined: true, lobby.ReasonReconnected: true, lobby.ReasonDisconnected: true,
 	lobby.ReasonTimedOut: true, lobby.ReasonLeaseExpired: true, lobby.ReasonLeft: true,
-	lobby.ReasonHostTransferred: true,
+	lobby.ReasonHostTransferred: true, lobby.ReasonKicked: true, lobby.ReasonUpdated: true,
+	lobby.ReasonLocked: true, lobby.ReasonUnlocked: true, lobby.ReasonConfigured: true,
 }
 
 var (

@@ -323,10 +323,13 @@ func TestNoIDInLabels(t *testing.T) {
 	svc.Reclaim(ctx, "lobby-secret")
 
 	allowed := map[string]map[string]bool{
-		"operation": set("join", "heartbeat", "disconnect", "expire_lease", "leave", "transfer_host", "tick", "other"),
+		"operation": set("join", "heartbeat", "disconnect", "expire_lease", "leave", "transfer_host", "tick",
+			"update", "kick", "lock", "configure", "other"),
 		"outcome": set("applied", "noop", "stale", "not_due", "done", "refused:lobby_full", "refused:not_host",
-			"refused:not_member", "refused:not_eligible", "refused:not_empty", "invalid", "contention", "canceled", "error"),
-		"reason": set("joined", "reconnected", "disconnected", "timed_out", "lease_expired", "left", "host_transferred", "other"),
+			"refused:not_member", "refused:not_eligible", "refused:not_empty", "refused:blocked", "refused:locked",
+			"invalid", "contention", "canceled", "error"),
+		"reason": set("joined", "reconnected", "disconnected", "timed_out", "lease_expired", "left", "host_transferred",
+			"kicked", "updated", "locked", "unlocked", "configured", "other"),
 	}
 	mfs, err := e.reg.Gather()
 	if err != nil {
@@ -380,6 +383,8 @@ func TestObserveDirect(t *testing.T) {
 		{"zero outcome", lobby.Observation{}, "error"},
 		{"wrapped refusal", lobby.Observation{Err: fmt.Errorf("x: %w", lobby.ErrNotEligible)}, "refused:not_eligible"},
 		{"not empty", lobby.Observation{Err: lobby.ErrNotEmpty}, "refused:not_empty"},
+		{"blocked", lobby.Observation{Err: lobby.ErrBlocked}, "refused:blocked"},
+		{"locked", lobby.Observation{Err: lobby.ErrLocked}, "refused:locked"},
 		{"invalid time", lobby.Observation{Err: lobby.ErrInvalidTime}, "invalid"},
 		{"deadline", lobby.Observation{Err: context.DeadlineExceeded}, "canceled"},
 		{"contention", lobby.Observation{Err: fmt.Errorf("%w: after 32 attempts", lobby.ErrContention)}, "contention"},
