@@ -9,6 +9,20 @@
 // with a compare-and-set, retrying on conflict; its Run loop applies expiries
 // at their deadlines and relays committed events to a publisher.
 //
+// # Effects and watching a lobby
+//
+// A commit changes more than the record: it has visible events and may end
+// connections (a superseded tab, a timed-out socket). The Service writes
+// both ([Effects]) into the lobby's effects log in the same atomic write as
+// the record, positioned by the record's version. Every process that holds
+// sockets of a lobby follows it with [Service.Watch]: its own commits
+// arrive at once, other processes' through the store's change
+// notifications and one read of the log, always in version order, never
+// twice and never with a gap (a watcher that falls behind the log's
+// retention gets a snapshot instead). A process that serves no socket of a
+// lobby reads nothing for it. The relay to a [Publisher] is a durable
+// consumer of the same log: processes sharing its name split the lobbies.
+//
 // # The model
 //
 // Players are identified by the host application; connections are not. Every
@@ -73,4 +87,14 @@
 // judged against the clock of whichever process runs the transition; with
 // several processes, keep their clocks synchronised (NTP) and treat the grace
 // as accurate only to within their skew.
+//
+// # Lobbies that clean up after themselves
+//
+// [Service.Reclaim] deletes an empty lobby's record, and [WithEmptyLobbyTTL]
+// has the sweeper do it once a lobby has been empty for a while. A lobby
+// created again under the same ID continues above every version, revision,
+// host term, join sequence and generation issued before: the store keeps a
+// floor (a tombstone while the lobby's log is retained, then one store-wide
+// floor), and the Service starts the new lobby's counters on it. A lobby
+// whose kick blocks are still in force is not reclaimed until they end.
 package lobby

@@ -14,8 +14,9 @@ import (
 // Events arrive at least once (a failed or interrupted Publish is retried
 // with the same events and possibly more), in revision order per lobby.
 // Consumers drop duplicates by revision (see package revision). Publish
-// should return promptly; while it fails, events stay in the store's outbox
-// and the relay retries with backoff.
+// should return promptly; while it fails, events stay unpublished in the
+// store's effects log (for as long as the store's retention keeps them) and
+// the relay retries with backoff.
 type Publisher interface {
 	Publish(ctx context.Context, events []Event) error
 }

@@ -14,10 +14,11 @@ import (
 // farFuture asks the store for its earliest deadline of all.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Run applies expiries at their deadlines and relays committed events to
-// the Publisher until ctx is done; then it stops both loops and returns
-// nil. Run returns ErrRunning if the Service is already running, and an
-// error if the store's change notifications cannot be set up.
+// Run applies expiries at their deadlines, relays committed events to the
+// Publisher (if there is one), and hands other processes' commits to this
+// Service's Watchers, until ctx is done; then it stops its loops and
+// returns nil. Run returns ErrRunning if the Service is already running,
+// and an error if the store's change notifications cannot be set up.
 //
 // The sweeper sleeps on a timer set to the earliest deadline in the store,
 // is woken early when this Service commits an earlier one (or, with a
@@ -28,16 +29,24 @@ var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 // as of their deadlines, a sweeper that was paused or restarted produces
 // the same history as one that ran on time.
 //
-// The relay wakes when this Service commits events (or, with a
-// store.Notifier, when any process does), reads the store's outbox, hands
-// events to the Publisher in
-// revision order per lobby, and acknowledges them once Publish returns nil.
-// Failures are retried with backoff; nothing is acknowledged that was not
+// The relay is a durable consumer of the store's effects log (see
+// WithRelayName). It wakes when this Service commits events (or, with a
+// store.Notifier, when any process does), claims lobbies with unpublished
+// entries, hands their events to the Publisher in revision order per
+// lobby, and moves its cursor once Publish returns nil. Failures are
+// retried with backoff; no cursor moves past an event that was not
 // published.
 //
+// With a store.Notifier, Run subscribes to the store's change feed: a
+// change names the lobby written, so only this Service's Watchers of that
+// lobby read the log. If the feed reports lost changes, the log heads of
+// every watched lobby are checked once. Without a Notifier, Run looks at
+// those heads every watch-poll interval (WithWatchPoll).
+//
 // Several processes may run Run on one shared store: compare-and-set
-// keeps expiries exactly-once, and each event is published at least once
-// by some process (see the store's outbox documentation for fan-out).
+// keeps expiries exactly-once, processes sharing a relay name split the
+// lobbies and publish each event at least once, and every process's
+// Watchers see every commit.
 func (s *Service) Run(ctx context.Context) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return ErrRunning

@@ -24,7 +24,7 @@ var cmpOpts = cmp.Options{
 }
 
 // collector is a Publisher that keeps every delivery; while hold is set it
-// refuses them, so that events stay in the outbox.
+// refuses them, so that events stay unpublished in the effects log.
 type collector struct {
 	hold   atomic.Bool
 	mu     sync.Mutex

@@ -45,7 +45,7 @@ func testRestartDurable(t *testing.T, r Restarter) {
 	probe := h.joinProbe()
 	h.waitOK("20 successful commands per lobby before the kill", phaseUp, 20)
 	// From here the relay cannot publish, so the events committed until
-	// the kill exist only in the outbox when the server dies.
+	// the kill exist only in the effects log when the server dies.
 	h.pub.hold.Store(true)
 	heldFrom := h.marks()
 	h.waitEvents("3 commands with events per lobby after publishing stopped", heldFrom, 3)
@@ -148,7 +148,7 @@ func testRestartDurable(t *testing.T, r Restarter) {
 	for _, c := range h.clients {
 		h.checkHistory(c, final[c.id])
 	}
-	t.Logf("%d events committed before the kill were unpublished at it and came back from the outbox; %s", unpublished, h.summary())
+	t.Logf("%d events committed before the kill were unpublished at it and came back from the effects log; %s", unpublished, h.summary())
 }
 
 // testRestartVolatile: a server without persistence comes back empty.
@@ -310,7 +310,7 @@ func (h *restartHarness) stop() {
 			return
 		}
 		if time.Since(start) > restartWait {
-			h.t.Fatalf("the outbox did not drain within %v: last Relay = %d, %v", restartWait, n, err)
+			h.t.Fatalf("the relay did not drain the effects log within %v: last Relay = %d, %v", restartWait, n, err)
 		}
 	}
 }
