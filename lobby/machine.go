@@ -325,8 +325,12 @@ func (st *step) remove(i int, reason Reason, t time.Time) {
 	s := st.s
 	mem := &s.Members[i]
 	player := mem.Player
+	cause := EndLeft
+	if reason == ReasonKicked {
+		cause = EndKicked
+	}
 	for _, c := range mem.Conns {
-		st.r.Ended = append(st.r.Ended, Ended{Player: player, Gen: c.Gen, Cause: EndLeft, At: t})
+		st.r.Ended = append(st.r.Ended, Ended{Player: player, Gen: c.Gen, Cause: cause, At: t})
 	}
 	s.Members = slices.Delete(s.Members, i, i+1)
 	prev := s.Host

@@ -153,6 +153,8 @@ const (
 	EndSuperseded
 	// EndLeft: its player left or was removed.
 	EndLeft
+	// EndKicked: its player was kicked.
+	EndKicked
 )
 
 func (c EndCause) String() string {
@@ -163,6 +165,8 @@ func (c EndCause) String() string {
 		return "timed_out"
 	case EndSuperseded:
 		return "superseded"
+	case EndKicked:
+		return "kicked"
 	case EndLeft:
 		return "left"
 	}

@@ -794,8 +794,8 @@ func TestKickChecksInOrder(t *testing.T) {
 	// Every connection of the kicked member ends.
 	r.join("p-41")
 	res = r.do(Kick("", "p-41", 0))
-	if len(res.Ended) != 2 || res.Ended[0].Cause != EndLeft {
-		t.Fatalf("ended %+v, want both of p-41's connections", res.Ended)
+	if len(res.Ended) != 2 || res.Ended[0].Cause != EndKicked || res.Ended[1].Cause != EndKicked {
+		t.Fatalf("ended %+v, want both of p-41's connections ended as kicked", res.Ended)
 	}
 	// A host in its grace may kick.
 	r.do(Disconnect("p-17", gens["p-17"]))
