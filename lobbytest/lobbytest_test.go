@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -25,6 +26,7 @@ import (
 type memHarness struct{ flaw string }
 
 var (
+	_ store.Notifier             = (*memServer)(nil)
 	_ lobbytest.Restarter        = memHarness{}
 	_ lobbytest.RoundTripCounter = memHarness{}
 	_ lobbytest.ErrorNamer       = memHarness{}
@@ -60,6 +62,7 @@ type memServer struct {
 
 	mu    sync.Mutex
 	calls []string
+	feeds []*store.Feed // change feeds of Subscribe, live until their context ends
 }
 
 var errDown = errors.New("memserver: the server is down")
@@ -89,6 +92,42 @@ func (s *memServer) Start(*testing.T) {
 		s.inner.Store(memstore.New(memstore.WithRetention(lobbytest.MinRetention)))
 	}
 	s.down.Store(false)
+	// A subscriber of a real server would have lost its connection.
+	s.mu.Lock()
+	for _, f := range s.feeds {
+		f.Lose()
+	}
+	s.mu.Unlock()
+}
+
+// Subscribe is the server's change notifications: every Write with a log
+// entry is announced to every live feed after it commits (unless the flaw
+// silent-feed swallows them).
+func (s *memServer) Subscribe(ctx context.Context) (*store.Feed, error) {
+	if s.down.Load() {
+		return nil, fmt.Errorf("memserver: Subscribe: %w", errDown)
+	}
+	f := store.NewFeed(0)
+	s.mu.Lock()
+	s.feeds = append(s.feeds, f)
+	s.mu.Unlock()
+	context.AfterFunc(ctx, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.feeds = slices.DeleteFunc(s.feeds, func(x *store.Feed) bool { return x == f })
+	})
+	return f, nil
+}
+
+func (s *memServer) announce(w store.Write) {
+	if w.Effects == nil || s.flaw == "silent-feed" {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.feeds {
+		f.Add(store.Change{Lobby: w.ID, Version: w.Expected + 1})
+	}
 }
 
 func (s *memServer) Load(ctx context.Context, id string) (store.Record, error) {
@@ -119,7 +158,11 @@ func (s *memServer) Write(ctx context.Context, w store.Write) error {
 	case "forgets-events":
 		w.Effects = nil
 	}
-	return m.Write(ctx, w)
+	if err := m.Write(ctx, w); err != nil {
+		return err
+	}
+	s.announce(w)
+	return nil
 }
 
 func (s *memServer) Delete(ctx context.Context, id string, expected, floor uint64) error {
@@ -197,6 +240,7 @@ var flaws = []struct{ name, check string }{
 	{"drops-deadlines", "KilledServiceLeases/survivor"},
 	{"loads-first", "OneRoundTrip"},
 	{"forgets-events", "StoreRestart/durable"},
+	{"silent-feed", "WatchAcrossServices"},
 }
 
 const flawEnv = "LOBBYHOST_LOBBYTEST_FLAW"

@@ -26,6 +26,7 @@ func RunService(t *testing.T, h Harness) {
 		t.Run("restarted", func(t *testing.T) { testKilledService(t, h, false) })
 		t.Run("survivor", func(t *testing.T) { testKilledService(t, h, true) })
 	})
+	t.Run("WatchAcrossServices", func(t *testing.T) { testWatchAcrossServices(t, h) })
 	t.Run("StoreRestart", func(t *testing.T) {
 		r, ok := h.(Restarter)
 		if !ok {
