@@ -196,6 +196,8 @@ var (
 	// Count retention counts the entries of the whole store, not of each
 	// lobby.
 	retentionStoreWide = flaw{"count-retention-store-wide", "RetentionCount"}
+	// Count retention keeps the entries a consumer has not committed.
+	consumersHoldEntries = flaw{"consumers-hold-retention", "RetentionCount"}
 	// ReadLog returns what is left, without reporting that entries went.
 	compactionUnreported = flaw{"compaction-unreported", "RetentionCount"}
 	// CompactedError.Trimmed names the oldest trimmed position.
@@ -289,7 +291,7 @@ var flaws = []flaw{
 	forgetsFloor, floorIgnoresExpected, deleteIgnoresVersion, deleteMissingSetsFloor, tombstoneDropsData, deleteDropsLog, recreateClearsLog,
 	effectsOnConflict, effectsBeforeRecord, recordBeforeEffects, positionIsCount, atMilliseconds, emptyEffectsDropped,
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
-	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
+	keepsEveryEntry, retentionStoreWide, consumersHoldEntries, compactionUnreported, trimmedLowest,
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
 	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
@@ -617,7 +619,7 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 		if s.flaw == retentionStoreWide {
 			s.trimStoreWide(n)
 		} else {
-			for len(l.entries) > n {
+			for len(l.entries) > n && !s.held(k, l.entries[0].Version) {
 				s.trimFirst(k, l)
 			}
 		}
@@ -639,6 +641,20 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 	if s.flaw != feedBeforeCommit { // which added it before committing
 		s.notify(store.Change{Lobby: id, Version: e.Version})
 	}
+}
+
+// held reports whether consumersHoldEntries keeps position v of k: some
+// consumer has not committed it. The caller holds mu.
+func (s *simpleStore) held(k string, v uint64) bool {
+	if s.flaw != consumersHoldEntries {
+		return false
+	}
+	for name := range s.consumers {
+		if c, ok := s.cursors[s.ckey(name, k)]; ok && c < v {
+			return true
+		}
+	}
+	return false
 }
 
 // trimFirst removes the oldest entry of l, folding a tombstone whose last
