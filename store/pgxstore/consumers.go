@@ -55,12 +55,20 @@ func (s *Store) register(ctx context.Context, name string) error {
 	return nil
 }
 
-// ClaimLog returns up to limit lobbies with entries after name's cursor,
-// oldest pending work first (by the At of the first entry the consumer has
-// not committed, then by lobby ID), and claims them for name until
-// now+hold. It walks an index holding only the cursors with work, and skips
-// cursors locked at that moment (by another claimer, a write or a commit),
-// so concurrent claimers get disjoint sets and may get fewer than limit.
+// ClaimLog returns min(limit, n) of the n lobbies with entries after name's
+// cursor and no hold running at now, oldest pending work first (by the At
+// of the first entry the consumer has not committed, then by lobby ID), and
+// claims them for name until now+hold, in one round trip. It walks an index
+// holding only the cursors with work.
+//
+// The ClaimLog and CommitLog calls of one name take turns: each runs in a
+// pipelined implicit transaction that first takes the name's advisory lock,
+// so a claim reads one consistent state of the name's cursors and
+// concurrent claimers get disjoint sets. A cursor a write holds locked at
+// that moment is waited for, not skipped (the write only raises its head),
+// which keeps the answer exact. Different names never wait for each other
+// (unless their lock keys collide, which costs only time).
+//
 // An unregistered name is registered (see RegisterConsumer) and gets no
 // work. Holds are judged by the now arguments, never the database clock.
 func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]store.Cursor, error) {
@@ -78,10 +86,6 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 	if until < ns {
 		until = math.MaxInt64
 	}
-	rows, err := s.pool.Query(ctx, s.q.claimLog, []byte(name), ns, limit, until)
-	if err != nil {
-		return nil, s.fail(ctx, "claim log", name, err)
-	}
 	type claimed struct {
 		c     store.Cursor
 		since int64
@@ -90,24 +94,27 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 		got        []claimed
 		registered = true
 	)
-	for rows.Next() {
-		var (
-			ok           bool
-			lobby        []byte
-			after, since pgtype.Int8
-		)
-		if err := rows.Scan(&ok, &lobby, &after, &since); err != nil {
-			rows.Close()
-			return nil, s.fail(ctx, "claim log", name, err)
+	b := &pgx.Batch{}
+	b.Queue(s.q.consumerLock, consumerLockKey(s.schema, name))
+	b.Queue(s.q.claimLog, []byte(name), ns, limit, until).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var (
+				ok           bool
+				lobby        []byte
+				after, since pgtype.Int8
+			)
+			if err := rows.Scan(&ok, &lobby, &after, &since); err != nil {
+				return err
+			}
+			if !ok {
+				registered = false
+				continue
+			}
+			got = append(got, claimed{store.Cursor{Lobby: string(lobby), After: fromOrdered(after.Int64)}, since.Int64})
 		}
-		if !ok {
-			registered = false
-			continue
-		}
-		got = append(got, claimed{store.Cursor{Lobby: string(lobby), After: fromOrdered(after.Int64)}, since.Int64})
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
+		return rows.Err()
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, s.fail(ctx, "claim log", name, err)
 	}
 	if !registered {
@@ -132,12 +139,12 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 
 // CommitLog moves name's cursor for lobby id up to after (never down) and
 // releases name's claim on it, in one round trip (a pipelined implicit
-// transaction). A cursor left with nothing to do is removed once the
-// lobby's version has reached it; the next write with a log entry creates
-// it again, just before its own entry. A cursor committed beyond the
-// lobby's version stays, so entries up to it are never due. A write that
-// commits meanwhile has raised the cursor's head above after, so the lobby
-// stays pending. An unregistered name is store.ErrInvalid.
+// transaction that takes the name's lock, as ClaimLog does). A
+// write that commits meanwhile has raised the cursor's head above after,
+// so the lobby stays pending. The cursor stays when nothing is left to do
+// (a later write continues from it); it goes when the lobby's tombstone
+// folds into the store-wide floor, and a write after that starts a new
+// cursor just below its entry. An unregistered name is store.ErrInvalid.
 func (s *Store) CommitLog(ctx context.Context, name, id string, after uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -151,8 +158,8 @@ func (s *Store) CommitLog(ctx context.Context, name, id string, after uint64) er
 	b := &pgx.Batch{}
 	var known bool
 	b.Queue(s.q.isConsumer, []byte(name)).QueryRow(func(row pgx.Row) error { return row.Scan(&known) })
+	b.Queue(s.q.consumerLock, consumerLockKey(s.schema, name))
 	b.Queue(s.q.commitLog, []byte(name), []byte(id), toOrdered(after))
-	b.Queue(s.q.dropCursor, []byte(name), []byte(id))
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return s.fail(ctx, "commit log", id, err)
 	}

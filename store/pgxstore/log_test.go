@@ -421,18 +421,15 @@ func TestConsumerLifecycle(t *testing.T) {
 	if c := claim("c", now.Add(6*time.Hour)); !cmp.Equal(c, []store.Cursor{{Lobby: "b", After: 5}, {Lobby: "z", After: 2}}) {
 		t.Fatalf("ClaimLog after a write to z above its commit = %v, want b after 5, z after 2", c)
 	}
-	var rows int
-	if err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM _S_.cursors WHERE name = 'c'`)).Scan(&rows); err != nil || rows != 2 {
-		t.Fatalf("%d cursors of c (%v), want 2 (b and z, both with work)", rows, err)
-	}
-	if err := s.CommitLog(ctx, "c", "b", 6); err != nil {
-		t.Fatal(err)
-	}
+	// A committed cursor is where the next write continues from, also
+	// when there was nothing more to do in between.
 	if err := s.CommitLog(ctx, "c", "z", 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM _S_.cursors WHERE name = 'c'`)).Scan(&rows); err != nil || rows != 0 {
-		t.Fatalf("%d cursors of c left with nothing to do (%v), want 0", rows, err)
+	write(t, s, store.Write{ID: "z", Expected: 3, At: now})
+	write(t, s, store.Write{ID: "z", Expected: 4, At: now, Effects: []byte("5")})
+	if c := claim("c", now.Add(7*time.Hour)); !cmp.Equal(c, []store.Cursor{{Lobby: "b", After: 5}, {Lobby: "z", After: 3}}) {
+		t.Fatalf("ClaimLog = %v, want b after 5, z after 3", c)
 	}
 	for _, bad := range []func() error{
 		func() error { _, err := s.ClaimLog(ctx, "", now, 1, time.Second); return err },
@@ -771,5 +768,68 @@ func TestRegistrationWaitsForWritesInFlight(t *testing.T) {
 	}
 	if !cmp.Equal(cs, want) {
 		t.Fatalf("after one more write the consumer is due %v, want %v", cs, want)
+	}
+}
+
+// TestFoldDropsIdleCursors: when a tombstone folds, the cursors of its
+// lobby with nothing left to do go; one with work (its entries trimmed)
+// stays, so its consumer reads a CompactedError instead of missing them
+// silently.
+func TestFoldDropsIdleCursors(t *testing.T) {
+	s := newRetentionStore(t, store.Retention{Age: time.Minute})
+	ctx := ctxT(t)
+	t0 := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, name := range []string{"done", "slow"} {
+		if err := s.RegisterConsumer(ctx, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(t, s, store.Write{ID: "l", At: t0, Effects: []byte("1")})
+	if err := s.CommitLog(ctx, "done", "l", 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Delete(ctx, "l", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.TrimLog(ctx, t0.Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("TrimLog = %d, %v; want 1", n, err)
+	}
+	var names []string
+	rows, err := s.pool.Query(ctx, s.sql(`SELECT convert_from(name, 'UTF8') FROM _S_.cursors ORDER BY name`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	if !cmp.Equal(names, []string{"slow"}) {
+		t.Fatalf("cursors after the fold: %v, want only slow's", names)
+	}
+	cs, err := s.ClaimLog(ctx, "slow", t0, 10, time.Minute)
+	if err != nil || !cmp.Equal(cs, []store.Cursor{{Lobby: "l", After: 0}}) {
+		t.Fatalf("ClaimLog(slow) = %v, %v; want l after 0", cs, err)
+	}
+	wantCompacted(t, s, "l", 0, 1)
+	// A fold by Delete (no entries left) drops idle cursors too.
+	write(t, s, store.Write{ID: "m", Expected: 1, At: t0, Effects: []byte("2")}) // the store floor is 1 now
+	if err := s.CommitLog(ctx, "done", "m", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CommitLog(ctx, "slow", "m", 2); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.TrimLog(ctx, t0.Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("TrimLog = %d, %v; want 1", n, err)
+	}
+	if err := s.Delete(ctx, "m", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	var left int
+	if err := s.pool.QueryRow(ctx, s.sql(`SELECT count(*) FROM _S_.cursors WHERE lobby = 'm'`)).Scan(&left); err != nil || left != 0 {
+		t.Fatalf("%d cursors of m after Delete folded it (%v), want 0", left, err)
 	}
 }

@@ -23,6 +23,18 @@ func registerLockKey(schema string) int64 {
 	return int64(h.Sum64())
 }
 
+// consumerLockKey returns the advisory lock that makes the ClaimLog and
+// CommitLog calls of one consumer name take turns. Two names may share a
+// key (it is a hash); they then take turns too, which costs only time.
+func consumerLockKey(schema, name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("lobbyhost consumer\x00"))
+	h.Write([]byte(schema))
+	h.Write([]byte{0})
+	h.Write([]byte(name))
+	return int64(h.Sum64())
+}
+
 // ddl is the schema. %[1]s is the quoted schema name, %[2]d the registration
 // lock key. Every statement is idempotent, so running it again on an
 // up-to-date schema changes nothing, and running it on a schema made by an
@@ -87,7 +99,8 @@ CREATE TABLE IF NOT EXISTS %[1]s.consumers (
 
 -- Per consumer and lobby: the newest position written (head) and the
 -- position committed (after). A write with a log entry upserts the row of
--- every consumer; CommitLog removes it once nothing is left to do.
+-- every consumer, CommitLog raises after. A row with nothing to do goes
+-- when its lobby's tombstone folds (its ID then starts afresh).
 CREATE TABLE IF NOT EXISTS %[1]s.cursors (
 	name          bytea  NOT NULL,
 	lobby         bytea  NOT NULL,
@@ -199,6 +212,9 @@ BEGIN
 	ELSE
 		DELETE FROM %[1]s.lobbies WHERE id = p_id;
 		UPDATE %[1]s.store_floor SET version = greatest(version, p_floor_ordered);
+		DELETE FROM %[1]s.cursors AS c USING %[1]s.consumers AS k
+		WHERE c.name = k.name AND c.lobby = p_id
+			AND c.head <= c.after AND c.after <= p_floor_ordered;
 	END IF;
 	RETURN 'd';
 END
@@ -250,8 +266,9 @@ type queries struct {
 	due, claim                  string
 	readLog, logHeads, trimLog  string
 	isConsumer, register        string
+	consumerLock                string
 	claimLog                    string
-	commitLog, dropCursor       string
+	commitLog                   string
 }
 
 func buildQueries(schema string) queries {
@@ -305,7 +322,8 @@ FROM unnest($1::bytea[]) WITH ORDINALITY AS x(id, i) ORDER BY x.i`,
 		// Age retention. The oldest entries first (log_age), then their
 		// lobbies' rows are locked, skipping rows a write holds, so the
 		// counts, trim markers and tombstone removals agree with what the
-		// DELETE really removed. $1 cutoff (Unix microseconds), $2 limit.
+		// DELETE really removed. A removed tombstone takes the cursors
+		// with nothing to do along. $1 cutoff (Unix microseconds), $2 limit.
 		trimLog: `WITH cand AS (
 	SELECT lobby, version FROM _S_.log WHERE at < $1 ORDER BY at LIMIT $2),
 lk AS (
@@ -327,26 +345,36 @@ upd AS (
 gone AS (
 	DELETE FROM _S_.lobbies AS l USING agg
 	WHERE l.id = agg.id AND agg.deleted AND agg.remaining = 0
-	RETURNING agg.version),
+	RETURNING agg.id, agg.version # '-9223372036854775808'::bigint AS floor),
 fold AS (
 	UPDATE _S_.store_floor
-	SET version = greatest(version, (SELECT max(gone.version # '-9223372036854775808'::bigint) FROM gone))
-	WHERE EXISTS (SELECT FROM gone))
+	SET version = greatest(version, (SELECT max(floor) FROM gone))
+	WHERE EXISTS (SELECT FROM gone)),
+idle AS (
+	DELETE FROM _S_.cursors AS c USING gone, _S_.consumers AS k
+	WHERE c.name = k.name AND c.lobby = gone.id
+		AND c.head <= c.after AND c.after <= gone.floor)
 SELECT count(*) FROM del`,
 
 		// $1 name.
 		isConsumer: `SELECT EXISTS (SELECT FROM _S_.consumers WHERE name = $1)`,
 		register:   `INSERT INTO _S_.consumers (name) VALUES ($1) ON CONFLICT DO NOTHING`,
 
-		// Cursors locked by another claimer, or by a write or commit in
-		// flight, are skipped. A trailing row (false, ...) says the name is
-		// not registered. $1 name, $2 now, $3 limit, $4 claimed until.
+		// $1 the name's lock key.
+		consumerLock: `SELECT pg_advisory_xact_lock($1)`,
+
+		// Runs after the name's lock (see consumerLockKey), so no other
+		// claim or commit of the name is in flight: a cursor locked now is
+		// held by a write, which only raises head, so waiting for it
+		// (rather than skipping it) keeps the cursor available and the
+		// answer exact. A trailing row (false, ...) says the name is not
+		// registered. $1 name, $2 now, $3 limit, $4 claimed until.
 		claimLog: `WITH c AS (
 	SELECT lobby FROM _S_.cursors
 	WHERE name = $1 AND head > after AND (claimed_until IS NULL OR claimed_until <= $2)
 	ORDER BY since, lobby
 	LIMIT $3
-	FOR UPDATE SKIP LOCKED),
+	FOR UPDATE),
 u AS (
 	UPDATE _S_.cursors AS k SET claimed_until = $4 FROM c
 	WHERE k.name = $1 AND k.lobby = c.lobby
@@ -355,29 +383,20 @@ SELECT true, lobby, after, since FROM u
 UNION ALL
 SELECT false, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM _S_.consumers WHERE name = $1)`,
 
-		// Upserts, so that a commit beyond what was written (or for a lobby
-		// without a cursor) is remembered too: the cursor then has
-		// head = after, nothing to do. $1 name, $2 lobby, $3 after (ordered).
+		// Upserts, so that a commit for a lobby without a cursor is
+		// remembered too (with head = after: nothing to do). Cursors stay
+		// after their work is done, so that a later write continues from
+		// the committed position; they go when their lobby's tombstone
+		// folds. $1 name, $2 lobby, $3 after (ordered).
 		commitLog: `INSERT INTO _S_.cursors AS c (name, lobby, head, after, since)
 SELECT name, $2, $3, $3, 0 FROM _S_.consumers WHERE name = $1
 ON CONFLICT (name, lobby) DO UPDATE
 SET after = greatest(c.after, excluded.after), claimed_until = NULL`,
-		// Sent after commitLog in the same transaction: a cursor with
-		// nothing left to do goes, unless it is ahead of the lobby's
-		// version (or the floor without a row). Versions only grow, so once
-		// after is at most the version, every later entry lies above it,
-		// and the next write creates the cursor again just below its own
-		// entry: the cursor never moves back. $1 name, $2 lobby.
-		dropCursor: `DELETE FROM _S_.cursors
-WHERE name = $1 AND lobby = $2 AND head <= after
-	AND after <= coalesce(
-		(SELECT version # '-9223372036854775808'::bigint FROM _S_.lobbies WHERE id = $2),
-		(SELECT version FROM _S_.store_floor))`,
 	}
 	for _, p := range []*string{
 		&q.load, &q.update, &q.write, &q.delete, &q.due, &q.claim,
-		&q.readLog, &q.logHeads, &q.trimLog, &q.isConsumer, &q.register,
-		&q.claimLog, &q.commitLog, &q.dropCursor,
+		&q.readLog, &q.logHeads, &q.trimLog, &q.isConsumer, &q.register, &q.consumerLock,
+		&q.claimLog, &q.commitLog,
 	} {
 		*p = r.Replace(*p)
 	}
