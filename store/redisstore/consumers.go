@@ -17,8 +17,8 @@ import (
 // {P:k}:names, which the write script reads: that keeps every key a write
 // touches in the lobby's slot. For each name, a shard keeps
 //
-//   - {P:k}:c:N, a hash from lobby ID to "<cursor> <queue key>" for the
-//     lobbies of the shard with entries N has not committed, and
+//   - {P:k}:c:N, a hash from lobby ID to the name's cursor for the lobby,
+//     "<cursor>", or "<cursor> <queue key>" while the lobby is queued, and
 //   - {P:k}:q:N, the queue: a sorted set whose members are the 25-byte queue
 //     key followed by the lobby ID, all with score 0, ordered by bytes.
 //
@@ -30,15 +30,15 @@ import (
 // to, not including, "1"+afterKey(now): finding work never looks at a
 // lobby that is held, nor at a lobby without work.
 //
-// The write script adds a lobby to a name's cursors and queue when the
-// first entry it has not committed arrives, with the cursor just before
-// that entry; later entries leave both as they are. CommitLog moves the
-// cursor and either drops the lobby from both (the cursor reached the
-// log's head: the next entry adds it again, with the cursor just before
-// that entry, and nothing lies between) or puts it back in the queue,
-// unclaimed. So the state per name is bounded by the lobbies with work
-// waiting for it, and a write that lands while a lobby is claimed is seen
-// by the CommitLog that releases it.
+// The write script gives a lobby a cursor, just before the new entry, the
+// first time an entry arrives for a name that has none for it, and queues
+// the lobby whenever an entry after the cursor arrives and it is not queued
+// yet. CommitLog raises the cursor and either puts the lobby back in the
+// queue, unclaimed (the log has entries after the cursor: a write that
+// landed while the lobby was claimed is not lost), or takes it out of the
+// queue, keeping the cursor (a commit past the head holds: an entry at or
+// below it is no work). A lobby's cursors go when its keys go (a fold), for
+// the names that have nothing queued for it.
 
 // validName reports whether name can be a consumer name: like a lobby ID,
 // any non-empty bytes.
@@ -85,11 +85,18 @@ func (s *Store) register(ctx context.Context, name string) error {
 //
 // Lobbies come in this order: those whose claim ran out (they waited
 // longest), earliest claim end first, then unclaimed ones, the one whose
-// work has waited longest first, over all shards. With one shard ClaimLog
-// is one script. With several it first reads each shard's queue, picks the
-// first limit lobbies overall, then claims them in one script per shard,
-// pipelined; a pick another claimer took in between is left out, so it may
-// return fewer than limit lobbies, never one another claimer holds.
+// work has waited longest first, over all shards. With one shard, or with
+// several on a client that is not a Cluster client (every shard then lives
+// on one server), ClaimLog is one script, atomic. On a Cluster with several
+// shards, whose scripts cannot reach across slots, it first reads each
+// shard's queue,
+// picks the first limit lobbies overall, then claims them in one script per
+// shard, pipelined; a pick another claimer took in between is left out and
+// the shards are read again (a few rounds at most), so it never returns a
+// lobby another claimer holds, and returns fewer than limit lobbies while
+// others wait only if claimers keep taking its picks. Its view of the
+// shards is not one snapshot: a lobby that gets work in a shard already
+// read waits for the next ClaimLog.
 //
 // A limit below 1, a hold below 1ns or an empty name is store.ErrInvalid.
 func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit int, hold time.Duration) ([]store.Cursor, error) {
@@ -115,9 +122,15 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 		over = "(1" + k
 	}
 	args := []string{"scan", over, "1" + deadlineKey(now.Add(hold)), strconv.Itoa(limit)}
-	if len(s.shards) == 1 {
-		cursors, queue := s.shards[0].consumerKeys(name)
-		res, err := s.claimLog.exec(ctx, s.c, []string{cursors, queue}, args).AsStrSlice()
+	if len(s.shards) == 1 || s.c.Mode() != rueidis.ClientModeCluster {
+		// Every shard is on this one server: one script claims over all
+		// of them, atomically.
+		keys := make([]string, 0, 2*len(s.shards))
+		for k := range s.shards {
+			cursors, queue := s.shards[k].consumerKeys(name)
+			keys = append(keys, cursors, queue)
+		}
+		res, err := s.claimLog.exec(ctx, s.c, keys, args).AsStrSlice()
 		if err != nil {
 			return nil, fmt.Errorf("redisstore: claim log for %q: %w", name, err)
 		}
@@ -128,7 +141,35 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 		return claimed, nil
 	}
 
-	// Look without claiming: two ranges of every shard's queue.
+	// Rounds of look, pick and claim. A round whose picks were all claimed
+	// saw every lobby with work it could (up to what was left of limit),
+	// so it is the last; one that lost picks to another claimer looks
+	// again, so that a ClaimLog does not come back short while lobbies
+	// with work are waiting.
+	var out []store.Cursor
+	for range maxClaimRounds {
+		got, picked, err := s.claimRound(ctx, name, over, args, limit-len(out))
+		if err != nil {
+			return out, err
+		}
+		out = append(out, got...)
+		if len(got) == picked || len(out) >= limit {
+			break
+		}
+	}
+	return out, nil
+}
+
+// maxClaimRounds bounds the rounds of a ClaimLog with several shards, so
+// that claimers racing for the same few lobbies cannot keep one busy.
+const maxClaimRounds = 4
+
+// claimRound is one round of ClaimLog with several shards: it reads the
+// claimable part of every shard's queue (pipelined), picks the first limit
+// lobbies overall, and claims them with one script per shard (pipelined)
+// that re-checks each. It returns what it claimed, in pick order, and how
+// many it picked.
+func (s *Store) claimRound(ctx context.Context, name, over string, args []string, limit int) ([]store.Cursor, int, error) {
 	cmds := make(rueidis.Commands, 0, 2*len(s.shards))
 	for k := range s.shards {
 		_, queue := s.shards[k].consumerKeys(name)
@@ -144,17 +185,17 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 	for i, r := range s.c.DoMulti(ctx, cmds...) {
 		ms, err := r.AsStrSlice()
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: claim log for %q: %w", name, err)
+			return nil, 0, fmt.Errorf("redisstore: claim log for %q: %w", name, err)
 		}
 		for _, m := range ms {
 			if len(m) <= 1+deadlineKeyLen {
-				return nil, fmt.Errorf("%w: queue member %q of consumer %q", ErrCorrupt, m, name)
+				return nil, 0, fmt.Errorf("%w: queue member %q of consumer %q", ErrCorrupt, m, name)
 			}
 			picks = append(picks, pick{m, i / 2})
 		}
 	}
 	if len(picks) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	// Claims that ran out ('1') before unclaimed work ('0'), each by its
 	// key, then by lobby ID.
@@ -166,7 +207,6 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 	})
 	picks = picks[:min(len(picks), limit)]
 
-	args[0] = "ids"
 	byShard := make(map[int][]string)
 	var order []int
 	for _, p := range picks {
@@ -175,20 +215,22 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 		}
 		byShard[p.shard] = append(byShard[p.shard], p.member)
 	}
+	a := slices.Clone(args)
+	a[0] = "ids"
 	multi := make([]rueidis.LuaExec, 0, len(order))
 	for _, k := range order {
 		cursors, queue := s.shards[k].consumerKeys(name)
-		multi = append(multi, rueidis.LuaExec{Keys: []string{cursors, queue}, Args: append(slices.Clone(args), byShard[k]...)})
+		multi = append(multi, rueidis.LuaExec{Keys: []string{cursors, queue}, Args: append(slices.Clone(a), byShard[k]...)})
 	}
 	got := make(map[string]uint64, len(picks))
 	for _, r := range s.claimLog.execMulti(ctx, s.c, multi) {
 		res, err := r.AsStrSlice()
 		if err != nil {
-			return nil, fmt.Errorf("redisstore: claim log for %q: %w", name, err)
+			return nil, 0, fmt.Errorf("redisstore: claim log for %q: %w", name, err)
 		}
 		cs, err := toCursors(res)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		for _, c := range cs {
 			got[c.Lobby] = c.After
@@ -201,7 +243,7 @@ func (s *Store) ClaimLog(ctx context.Context, name string, now time.Time, limit 
 			out = append(out, store.Cursor{Lobby: id, After: after})
 		}
 	}
-	return out, nil
+	return out, len(picks), nil
 }
 
 // toCursors reads the claim script's reply: lobby ID and cursor pairs.
@@ -227,8 +269,7 @@ func toCursors(res []string) ([]store.Cursor, error) {
 // already there or beyond, and releases name's claim on the lobby: if the
 // log has entries after the cursor the lobby is queued again, unclaimed,
 // behind the work waiting already, and otherwise it leaves name's queue
-// until its next entry. A lobby with nothing queued for name is left as it
-// is. It is one script. An empty name or ID, or a name not registered, is
+// until an entry after the cursor arrives. It is one script. An empty name or ID, or a name not registered, is
 // store.ErrInvalid.
 func (s *Store) CommitLog(ctx context.Context, name, id string, after uint64) error {
 	if err := ctx.Err(); err != nil {

@@ -177,7 +177,7 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 	if len(s.shards) == 1 {
 		sh := &s.shards[0]
 		args[3] = sh.tag
-		n, _, err := trimResult(s.trim.exec(ctx, s.c, []string{sh.age, sh.floor}, args))
+		n, _, err := trimResult(s.trim.exec(ctx, s.c, []string{sh.age, sh.floor, sh.names}, args))
 		if err != nil {
 			return 0, fmt.Errorf("redisstore: trim log: %w", err)
 		}
@@ -247,7 +247,7 @@ func (s *Store) trimRound(ctx context.Context, bound string, limit int) (int, er
 	for _, k := range order {
 		ms := byShard[k]
 		a := append([]string{"ids", bound, strconv.Itoa(len(ms)), s.shards[k].tag}, ms...)
-		multi = append(multi, rueidis.LuaExec{Keys: []string{s.shards[k].age, s.shards[k].floor}, Args: a})
+		multi = append(multi, rueidis.LuaExec{Keys: []string{s.shards[k].age, s.shards[k].floor, s.shards[k].names}, Args: a})
 	}
 	total := 0
 	var folded uint64

@@ -490,12 +490,25 @@ func testConsumerClaims(t *testing.T, newStore storeFactory) {
 	if got := claimLog(t, s, "relay", t0.Add(time.Hour), 10, time.Minute); len(got) != 0 {
 		t.Errorf("ClaimLog with everything committed = %v, want nothing", got)
 	}
-	// The next entry queues the lobby again, just before it.
+	// The next entry queues the lobby again, with the cursor where the
+	// last commit left it.
 	mustWrite(t, s, store.Write{ID: "b", Expected: 1})
 	mustWrite(t, s, store.Write{ID: "b", Expected: 2, At: t0, Effects: []byte("3")})
-	want = []store.Cursor{{Lobby: "b", After: 2}}
+	want = []store.Cursor{{Lobby: "b", After: 1}}
 	if d := cmp.Diff(want, claimLog(t, s, "relay", t0.Add(time.Hour), 10, time.Minute)); d != "" {
 		t.Errorf("ClaimLog after a new entry (-want +got):\n%s", d)
+	}
+	// A commit past the head holds: an entry at or below it is no work.
+	commitLog(t, s, "relay", "b", 5)
+	mustWrite(t, s, store.Write{ID: "b", Expected: 3, At: t0, Effects: []byte("4")})
+	if got := claimLog(t, s, "relay", t0.Add(2*time.Hour), 10, time.Minute); len(got) != 0 {
+		t.Errorf("ClaimLog after an entry below a commit = %v, want nothing", got)
+	}
+	mustWrite(t, s, store.Write{ID: "b", Expected: 4})
+	mustWrite(t, s, store.Write{ID: "b", Expected: 5, At: t0, Effects: []byte("6")})
+	want = []store.Cursor{{Lobby: "b", After: 5}}
+	if d := cmp.Diff(want, claimLog(t, s, "relay", t0.Add(2*time.Hour), 10, time.Minute)); d != "" {
+		t.Errorf("ClaimLog after an entry above a commit (-want +got):\n%s", d)
 	}
 	// audit still holds a and b from t0 and has committed nothing.
 	want = []store.Cursor{{Lobby: "a", After: 0}, {Lobby: "b", After: 0}}

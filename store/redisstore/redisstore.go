@@ -303,8 +303,9 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 		strconv.FormatUint(expected, 10),
 		strconv.FormatUint(max(expected, floor), 10),
 		id,
+		sh.tag,
 	}
-	msg, err := s.del.exec(ctx, s.c, []string{sh.rec + id, sh.due, sh.log + id, sh.floor}, args).ToMessage()
+	msg, err := s.del.exec(ctx, s.c, []string{sh.rec + id, sh.due, sh.log + id, sh.floor, sh.names}, args).ToMessage()
 	if err != nil {
 		return fmt.Errorf("redisstore: delete %q: %w", id, err)
 	}

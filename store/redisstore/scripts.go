@@ -25,7 +25,10 @@ import (
 // leading zeros: shorter is smaller, and equal lengths compare byte by byte.
 // pad widens a position to the 20 digits of an age index member. atOf reads
 // the 'a' field (the entry's time key) of a stream entry's field list. posOf
-// is the position of a stream entry ID "<position>-0". queueKey is the key a
+// is the position of a stream entry ID "<position>-0". cursorOf splits a
+// consumer's cursor field, "<cursor>" or "<cursor> <queue key>", into its
+// parts. dropCursors removes the cursors of a lobby whose keys are gone, for
+// the consumers that have nothing queued for it. queueKey is the key a
 // consumer's queue gives a lobby whose work is not claimed: '0' and the
 // server's clock in microseconds, 24 digits, so that unclaimed lobbies come
 // oldest work first, and before '1', the claimed ones.
@@ -46,6 +49,18 @@ local function atOf(f)
   return ''
 end
 local function posOf(sid) return string.sub(sid, 1, -3) end
+local function cursorOf(s)
+  local i = string.find(s, ' ', 1, true)
+  if i then return string.sub(s, 1, i - 1), string.sub(s, i + 1) end
+  return s, nil
+end
+local function dropCursors(names, tag, id)
+  for _, name in ipairs(names) do
+    local ck = tag .. 'c:' .. name
+    local s = redis.call('HGET', ck, id)
+    if s and not string.find(s, ' ', 1, true) then redis.call('HDEL', ck, id) end
+  end
+end
 local function queueKey()
   local t = redis.call('TIME')
   return '0' .. string.format('%018d%06d', tonumber(t[1]), tonumber(t[2]))
@@ -74,6 +89,11 @@ return r
 //	      5 lobby ID, 6 notify channel, 7 "1" if there is an entry (else
 //	      ""), 8 entry, 9 entry time key, 10 entries kept per lobby
 //	      (0: no bound), 11 shard tag "{P:k}:"
+//
+// For each registered consumer, a lobby without a cursor gets one just
+// before the new entry, and a lobby whose cursor is not queued is queued if
+// the new entry lies after the cursor (a consumer may have committed past
+// the head).
 //
 // It returns 1 after writing, or the stored version (a string, the floor
 // for an ID without a record) on a version mismatch, having written
@@ -127,9 +147,12 @@ end
 local qk
 for _, name in ipairs(redis.call('SMEMBERS', KEYS[6])) do
   local ck = ARGV[11] .. 'c:' .. name
-  if redis.call('HEXISTS', ck, id) == 0 then
+  local s = redis.call('HGET', ck, id)
+  local c, q = ARGV[1], nil
+  if s then c, q = cursorOf(s) end
+  if not q and ult(c, pos) then
     qk = qk or queueKey()
-    redis.call('HSET', ck, id, ARGV[1] .. ' ' .. qk)
+    redis.call('HSET', ck, id, c .. ' ' .. qk)
     redis.call('ZADD', ARGV[11] .. 'q:' .. name, 0, qk .. id)
   end
 end
@@ -142,9 +165,10 @@ return 1
 // marker; without any, it removes the lobby's keys and raises the shard
 // floor to the lobby's floor instead.
 //
-//	KEYS: record, due, log, shard floor
-//	ARGV: expected, floor, lobby ID
+//	KEYS: record, due, log, shard floor, consumer names
+//	ARGV: expected, floor, lobby ID, shard tag
 //
+// On a fold it also drops the lobby's cursors that have nothing queued.
 // It returns 1 after deleting and leaving a tombstone, 2 after deleting
 // and folding the floor into the shard floor, -1 if there is no record, or
 // the stored version (a string) on a version mismatch.
@@ -165,6 +189,7 @@ else
   redis.call('DEL', KEYS[3])
   local f = redis.call('GET', KEYS[4]) or '0'
   if ult(f, ARGV[2]) then redis.call('SET', KEYS[4], ARGV[2]) end
+  dropCursors(redis.call('SMEMBERS', KEYS[5]), ARGV[4], ARGV[3])
   return 2
 end
 return 1
@@ -215,7 +240,7 @@ return string.sub(e[1][1], 1, -3)
 // marker; those count against the limit too. A tombstone whose last entry
 // goes is removed and its floor folded into the shard floor.
 //
-//	KEYS: age, shard floor
+//	KEYS: age, shard floor, consumer names
 //	ARGV: 1 mode, 2 bound (ZRANGEBYLEX max), 3 limit, 4 shard tag,
 //	      then (mode "ids") age members
 //
@@ -249,6 +274,7 @@ local function trim(m)
     local f = redis.call('GET', KEYS[2]) or '0'
     if ult(f, h[1]) then redis.call('SET', KEYS[2], h[1]) end
     if ult(folded, h[1]) then folded = h[1] end
+    dropCursors(redis.call('SMEMBERS', KEYS[3]), tag, id)
   elseif not h[3] or ult(h[3], last) then
     redis.call('HSET', rk, 'x', last)
   end
@@ -268,51 +294,81 @@ end
 return {n, folded}
 `
 
-// claimLogScript claims lobbies with uncommitted entries for a consumer in
-// one shard. A queue member is a 25-byte queue key and the lobby ID: '0'
-// and a time for unclaimed work, '1' and a claimed-until key for claimed
-// work; a claim moves the member to '1' and the new until key.
+// claimLogScript claims lobbies with uncommitted entries for a consumer. A
+// queue member is a 25-byte queue key and the lobby ID: '0' and a time for
+// unclaimed work, '1' and a claimed-until key for claimed work; a claim
+// moves the member to '1' and the new until key.
 //
-//	KEYS: the consumer's cursors, its queue
+//	KEYS: pairs of the consumer's cursors and queue, one pair per shard
+//	      (mode "ids": one pair)
 //	ARGV: 1 mode, 2 ZRANGEBYLEX max that admits the claims over at now,
 //	      3 '1' .. until key, 4 limit, then (mode "ids") queue members
 //
-// Mode "scan" claims expired claims first (their work waited longest),
-// then unclaimed lobbies, oldest first; mode "ids" claims those of the
-// given members that are still in the queue unchanged. It returns lobby ID
-// and cursor pairs, flattened.
-const claimLogScript = `
+// Mode "scan" merges the claimable members of every pair it is given:
+// claims that ran out first (their work waited longest), earliest end
+// first, then unclaimed lobbies, oldest work first, and claims the first
+// limit, all in this one script. Every pair must then be on one server:
+// several pairs only when the store is not on a Cluster. Mode "ids" claims
+// those of the given members that are still in the queue unchanged. A
+// member whose lobby has no queued cursor (which this package never
+// leaves) is dropped. It returns lobby ID and cursor pairs, flattened.
+const claimLogScript = luaLib + `
 local out, limit, untl = {}, tonumber(ARGV[4]), ARGV[3]
-local function claim(m)
+local function claim(ck, qk, m)
   local id = string.sub(m, 26)
-  local s = redis.call('HGET', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], m)
+  local s = redis.call('HGET', ck, id)
+  redis.call('ZREM', qk, m)
   if not s then return end
-  local c = string.sub(s, 1, #s - 26)
-  redis.call('ZADD', KEYS[2], 0, untl .. id)
-  redis.call('HSET', KEYS[1], id, c .. ' ' .. untl)
+  local c, q = cursorOf(s)
+  if not q then return end
+  redis.call('ZADD', qk, 0, untl .. id)
+  redis.call('HSET', ck, id, c .. ' ' .. untl)
   out[#out + 1] = id
   out[#out + 1] = c
 end
 if ARGV[1] == 'ids' then
   for i = 5, #ARGV do
-    if redis.call('ZSCORE', KEYS[2], ARGV[i]) then claim(ARGV[i]) end
+    if redis.call('ZSCORE', KEYS[2], ARGV[i]) then claim(KEYS[1], KEYS[2], ARGV[i]) end
   end
   return out
 end
-for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[2], '[1', ARGV[2], 'LIMIT', 0, limit)) do claim(m) end
-if #out < 2 * limit then
-  for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[2], '-', '(1', 'LIMIT', 0, limit - #out / 2)) do claim(m) end
+local function before(a, b)
+  local x, y = string.byte(a, 1), string.byte(b, 1)
+  if x ~= y then return x > y end
+  for i = 2, math.min(#a, #b) do
+    x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+local lists, at = {}, {}
+for i = 1, #KEYS, 2 do
+  local ms = redis.call('ZRANGEBYLEX', KEYS[i + 1], '[1', ARGV[2], 'LIMIT', 0, limit)
+  for _, m in ipairs(redis.call('ZRANGEBYLEX', KEYS[i + 1], '-', '(1', 'LIMIT', 0, limit)) do
+    ms[#ms + 1] = m
+  end
+  lists[#lists + 1] = ms
+  at[#at + 1] = 1
+end
+while #out < 2 * limit do
+  local best
+  for j = 1, #lists do
+    local m = lists[j][at[j]]
+    if m and (not best or before(m, lists[best][at[best]])) then best = j end
+  end
+  if not best then break end
+  local m = lists[best][at[best]]
+  at[best] = at[best] + 1
+  claim(KEYS[2 * best - 1], KEYS[2 * best], m)
 end
 return out
 `
 
 // commitLogScript moves a consumer's cursor for a lobby and releases its
-// claim. If the cursor has reached the newest entry, the lobby leaves the
-// consumer's cursors and queue (the next entry puts it back, with the
-// cursor just before that entry, which loses nothing: no entry lies
-// between); otherwise it goes back to the queue, unclaimed, behind the
-// work already waiting.
+// claim: the lobby goes back to the queue, unclaimed and behind the work
+// already waiting, if its log has entries after the cursor, and otherwise
+// leaves the queue (the cursor stays; the write script queues the lobby
+// again when an entry after it arrives). A lobby with no cursor gets one.
 //
 //	KEYS: consumer names, the consumer's cursors, its queue, log
 //	ARGV: name, lobby ID, after
@@ -322,13 +378,15 @@ const commitLogScript = luaLib + `
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
 local id = ARGV[2]
 local s = redis.call('HGET', KEYS[2], id)
-if not s then return 1 end
-local c = string.sub(s, 1, #s - 26)
-if ult(c, ARGV[3]) then c = ARGV[3] end
-redis.call('ZREM', KEYS[3], string.sub(s, -25) .. id)
+local c, q = ARGV[3], nil
+if s then
+  c, q = cursorOf(s)
+  if ult(c, ARGV[3]) then c = ARGV[3] end
+  if q then redis.call('ZREM', KEYS[3], q .. id) end
+end
 local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
 if #last == 0 or not ult(c, posOf(last[1][1])) then
-  redis.call('HDEL', KEYS[2], id)
+  redis.call('HSET', KEYS[2], id, c)
   return 1
 end
 local qk = queueKey()
