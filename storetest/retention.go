@@ -14,14 +14,16 @@ const retainEntries = 3
 // age bound): appending trims each lobby's oldest entries beyond the bound
 // and no other lobby's; a read after a trimmed position is a
 // *store.CompactedError naming the lobby, the position asked for and the
-// highest trimmed position, after which reading works again; TrimLog
-// without an age bound removes nothing.
+// highest trimmed position, after which reading works again; a consumer
+// that never committed holds nothing back; TrimLog without an age bound
+// removes nothing.
 //
 // The contract says an entry goes once more than Entries newer ones exist,
 // which keeps Entries+1; the check also accepts a store that keeps exactly
 // Entries, and nothing else.
 func checkRetentionCount(h *harness) {
 	const id, other = "ret-count", "ret-other"
+	h.register("slow") // a consumer that never reads holds nothing back
 	var want []store.Entry
 	write := func(v uint64) {
 		h.t.Helper()
@@ -58,6 +60,9 @@ func checkRetentionCount(h *harness) {
 	if d := diff([]uint64{head, 2}, h.heads(id, other)); d != "" {
 		h.t.Fatalf("LogHeads after count retention (-want +got):\n%s", d)
 	}
+	// The consumer's cursors stand where it registered; its reads are
+	// compacted like anyone's.
+	h.expectClaim("slow", t0, 10, time.Minute, []store.Cursor{{Lobby: id}, {Lobby: other}})
 	before := h.state(id, other)
 	if n, err := h.s.TrimLog(h.ctx, later, 100); err != nil || n != 0 {
 		h.t.Fatalf("TrimLog(later, 100) with no age bound = %d, %s; want 0, nil", n, describe(err))
