@@ -41,6 +41,8 @@ type simpleStore struct {
 	cursors   map[string]uint64          // by ckey(name, lobby key)
 	logClaims map[string]time.Time       // ClaimLog: claimed until, by ckey(name, lobby key)
 	appends   uint64                     // counts appends, to order ClaimLog by oldest work
+
+	forward map[*store.Feed]chan store.Change // feedDropsUnderLoad's buffers
 }
 
 // simpleLog is one lobby's effects log and its trimmed marker: the highest
@@ -278,6 +280,11 @@ var (
 	changeWrongVersion = flaw{"change-names-expected", "Subscribe"}
 	// Only the first subscriber's feed receives changes.
 	feedFirstOnly = flaw{"feed-first-subscriber-only", "Subscribe"}
+	// Changes pass through a one-slot buffer to a goroutine that adds
+	// them to the feed; when the buffer is full the Change is dropped,
+	// and the feed not marked lost (the wake-up pattern of a plain
+	// notification channel, wrong for named changes).
+	feedDropsUnderLoad = flaw{"feed-drops-under-load", "SubscribeFollow"}
 	// Write adds the Change, then (after a window) commits.
 	feedBeforeCommit = flaw{"feed-before-commit", "SubscribeAfterCommit"}
 )
@@ -296,7 +303,7 @@ var flaws = []flaw{
 	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
-	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
+	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit, feedDropsUnderLoad,
 }
 
 var (
@@ -724,6 +731,13 @@ func (s *simpleStore) notify(c store.Change) {
 		if s.flaw == feedFirstOnly && i > 0 {
 			break
 		}
+		if ch, ok := s.forward[f]; ok {
+			select {
+			case ch <- c:
+			default: // dropped
+			}
+			continue
+		}
 		f.Add(c)
 	}
 }
@@ -1119,6 +1133,24 @@ func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
 	f := store.NewFeed(0)
 	s.mu.Lock()
 	s.subs = append(s.subs, f)
+	if s.flaw == feedDropsUnderLoad {
+		ch := make(chan store.Change, 1)
+		if s.forward == nil {
+			s.forward = map[*store.Feed]chan store.Change{}
+		}
+		s.forward[f] = ch
+		go func() {
+			for {
+				select {
+				case c := <-ch:
+					window() // delivery takes a moment, as through a server
+					f.Add(c)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	s.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()

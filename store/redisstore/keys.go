@@ -28,8 +28,9 @@ import (
 //	{P:k}:floor   string, the shard's floor: the highest floor of a
 //	              tombstone that went away (absent while none did)
 //	{P:k}:names   set, the registered consumer names
-//	{P:k}:c:N     hash per consumer name N, L -> "<cursor> <queue key>" for
-//	              every lobby of the shard with entries N has not committed
+//	{P:k}:c:N     hash per consumer name N, L -> "<cursor>", or
+//	              "<cursor> <queue key>" while L is queued, for every lobby
+//	              of the shard that had an entry since N registered
 //	{P:k}:q:N     sorted set per consumer name N, every score 0, members
 //	              queue key + L (see consumers.go)
 //

@@ -41,6 +41,7 @@ var logCases = []struct {
 	{"ConsumerStartsAtThePresent", testConsumerStart},
 	{"ConsumerClaims", testConsumerClaims},
 	{"ConsumerSharedName", testConsumerSharedName},
+	{"ConsumerAfterFold", testConsumerAfterFold},
 	{"Subscribe", testSubscribe},
 }
 
@@ -585,6 +586,36 @@ func testConsumerSharedName(t *testing.T, newStore storeFactory) {
 	if d := cmp.Diff(order, firsts); d != "" {
 		t.Errorf("order of claims (-want +got):\n%s", d)
 	}
+}
+
+// testConsumerAfterFold: when a lobby's keys go (its tombstone's last entry
+// was trimmed), so do the cursors of names that had caught up; one that had
+// not keeps its cursor and learns of the compaction when it reads.
+func testConsumerAfterFold(t *testing.T, newStore storeFactory) {
+	s := newStore(t, redisstore.WithRetention(store.Retention{Age: time.Minute}))
+	for _, name := range []string{"done", "behind"} {
+		if err := s.RegisterConsumer(t.Context(), name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustWrite(t, s, store.Write{ID: "f", At: t0, Effects: []byte("1")})
+	commitLog(t, s, "done", "f", 1)
+	if err := s.Delete(t.Context(), "f", 1, 10); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.TrimLog(t.Context(), t0.Add(time.Hour), 10); err != nil || n != 1 {
+		t.Fatalf("TrimLog = %d, %v; want 1", n, err)
+	}
+	mustWrite(t, s, store.Write{ID: "f", Expected: 10, At: t0.Add(time.Hour), Effects: []byte("11")})
+	want := []store.Cursor{{Lobby: "f", After: 10}}
+	if d := cmp.Diff(want, claimLog(t, s, "done", t0, 10, time.Minute)); d != "" {
+		t.Errorf("ClaimLog of the caught-up name (-want +got):\n%s", d)
+	}
+	want = []store.Cursor{{Lobby: "f", After: 0}}
+	if d := cmp.Diff(want, claimLog(t, s, "behind", t0, 10, time.Minute)); d != "" {
+		t.Errorf("ClaimLog of the name behind (-want +got):\n%s", d)
+	}
+	wantCompacted(t, s, "f", 0, 10)
 }
 
 // testSubscribe: a feed names the lobby and position of every write with an

@@ -59,9 +59,10 @@ func parseNotification(msg string) (store.Change, bool) {
 // breaks, Subscribe marks the feed lost (the reader then checks its
 // lobbies' heads, which covers everything published until the
 // subscription is back) and subscribes again: rueidis at once if its
-// retries allow, else Subscribe after a short pause. A message it cannot read also marks the feed
-// lost. It returns ctx's error if ctx is done, and an error if the first
-// subscription fails (the server is unreachable, say).
+// retries allow, else Subscribe after a short pause. A message it cannot
+// read also marks the feed lost. It returns ctx's error if ctx is done, and
+// an error if the first subscription fails (the server is unreachable,
+// say).
 func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
