@@ -68,8 +68,13 @@ type Service struct {
 
 	// hub hands commits to this process's Watchers.
 	hub *watchHub
-	// registered: the relay's consumer is registered in the store.
+	// registered: the relay's consumer is registered in the store; a
+	// store error bumps regEpoch, and a registration that one overtook
+	// does not count. lastRegNs is when the relay last asked for a fresh
+	// registration.
 	registered atomic.Bool
+	regEpoch   atomic.Uint64
+	lastRegNs  atomic.Int64
 	// lastTrimNs is when a sweep last trimmed the effects log (Unix ns).
 	lastTrimNs atomic.Int64
 

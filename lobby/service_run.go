@@ -284,10 +284,22 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 	}
 }
 
+// errPublish marks a relay failure of the Publisher, not of the store.
+var errPublish = errors.New("lobby: publish")
+
+// relayPassLimit bounds a relay pass that Run's end does not interrupt.
+const relayPassLimit = 10 * time.Second
+
 func (s *Service) relayLoop(ctx context.Context) {
 	failures := 0
 	for {
-		_, more, err := s.relay(ctx)
+		// A pass that has begun finishes (within a bound) even when Run
+		// is stopping: cut off between claiming lobbies and committing
+		// them, it would leave claims that hold those lobbies back from
+		// every relay for the claim hold.
+		pass, cancel := context.WithTimeout(context.WithoutCancel(ctx), relayPassLimit)
+		_, more, err := s.relay(pass)
+		cancel()
 		if ctx.Err() != nil {
 			return
 		}
@@ -329,6 +341,13 @@ func (s *Service) relay(ctx context.Context) (published int, more bool, err erro
 	if s.cfg.publisher == nil {
 		return 0, false, nil
 	}
+	// A store that lost its data without an error this Service saw (a
+	// volatile server restarted between two calls) lost the registration
+	// too: register again once per resync interval.
+	if now := s.clock.Now().UnixNano(); now-s.lastRegNs.Load() >= int64(s.cfg.resync) || now < s.lastRegNs.Load() {
+		s.lastRegNs.Store(now)
+		s.registered.Store(false)
+	}
 	if err := s.ensureConsumer(ctx); err != nil {
 		return 0, false, err
 	}
@@ -340,10 +359,16 @@ func (s *Service) relay(ctx context.Context) (published int, more bool, err erro
 		n, err := s.relayLobby(ctx, c)
 		published += n
 		if err != nil {
-			// Release the claims not worked on, so that another
-			// process (or the retry) can take them at once.
-			for _, r := range cursors[i:] {
-				_ = s.st.CommitLog(ctx, s.cfg.relayName, r.Lobby, r.After)
+			// The Publisher failed: release the claims not worked on,
+			// so that the retry (or another process) takes them at
+			// once. After a store error the claims lapse after the hold
+			// instead: the store may be another incarnation by now (a
+			// volatile server restarted), where a commit naming a
+			// position of the old one would skip the new one's entries.
+			if errors.Is(err, errPublish) {
+				for _, r := range cursors[i:] {
+					_ = s.st.CommitLog(ctx, s.cfg.relayName, r.Lobby, r.After)
+				}
 			}
 			return published, false, err
 		}
@@ -378,7 +403,7 @@ func (s *Service) relayLobby(ctx context.Context, c store.Cursor) (int, error) {
 	}
 	if len(events) > 0 {
 		if err := s.cfg.publisher.Publish(ctx, events); err != nil {
-			return 0, fmt.Errorf("lobby: publish: %w", err)
+			return 0, fmt.Errorf("%w: %w", errPublish, err)
 		}
 	}
 	return len(events), s.commitRelay(ctx, c.Lobby, entries[len(entries)-1].Version)
@@ -392,15 +417,22 @@ func (s *Service) commitRelay(ctx context.Context, id string, after uint64) erro
 }
 
 // ensureConsumer registers the relay's consumer before the first write of
-// a Service with a Publisher, so that no event committed by it is missed.
+// a Service with a Publisher, so that no event committed by it is missed,
+// and again after any store error (see unregistered). A registration that
+// a store error overtook does not count: it may have reached a server that
+// then lost it.
 func (s *Service) ensureConsumer(ctx context.Context) error {
 	if s.cfg.publisher == nil || s.registered.Load() {
 		return nil
 	}
+	epoch := s.regEpoch.Load()
 	if err := s.st.RegisterConsumer(ctx, s.cfg.relayName); err != nil {
+		s.unregistered()
 		return fmt.Errorf("lobby: register relay %q: %w", s.cfg.relayName, err)
 	}
-	s.registered.Store(true)
+	if s.regEpoch.Load() == epoch {
+		s.registered.Store(true)
+	}
 	return nil
 }
 
@@ -410,6 +442,7 @@ func (s *Service) ensureConsumer(ctx context.Context) error {
 // commits, and what the relay misses is no more than what the store lost.
 func (s *Service) unregistered() {
 	if s.cfg.publisher != nil {
+		s.regEpoch.Add(1)
 		s.registered.Store(false)
 	}
 }

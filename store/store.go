@@ -333,7 +333,9 @@ type Store interface {
 	// backward: a lower value changes nothing) and releases name's claim
 	// on the lobby, so the next ClaimLog returns it again only if entries
 	// after the cursor exist (a Write that commits between ClaimLog and
-	// CommitLog is never lost). An unregistered name is ErrInvalid.
+	// CommitLog is never lost). A lobby name has no cursor for (none of
+	// its entries was ever due to name, or the store lost it) is left
+	// alone. An unregistered name is ErrInvalid.
 	CommitLog(ctx context.Context, name, id string, after uint64) error
 }
 

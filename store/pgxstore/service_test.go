@@ -26,12 +26,12 @@ var (
 
 func (h harness) NewStore(t testing.TB) store.Store {
 	t.Helper()
-	return newTestStoreOn(t, testPool(t, h.conns))
+	return newTestStoreOn(t, testPool(t, h.conns), WithRetention(lobbytest.MinRetention))
 }
 
 func (h harness) Connect(t testing.TB, s store.Store) store.Store {
 	t.Helper()
-	s2, err := New(h.ownPool(t), WithSchema(s.(*Store).Schema()))
+	s2, err := New(h.ownPool(t), WithSchema(s.(*Store).Schema()), WithRetention(lobbytest.MinRetention))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func (h harness) Restartable(t *testing.T, durable bool) (store.Store, lobbytest
 	}
 	skipWithoutCtl(t)
 	base := h.NewStore(t)
-	s, err := New(h.ownPool(t), WithSchema(base.(*Store).Schema()))
+	s, err := New(h.ownPool(t), WithSchema(base.(*Store).Schema()), WithRetention(lobbytest.MinRetention))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -368,7 +368,10 @@ return out
 // claim: the lobby goes back to the queue, unclaimed and behind the work
 // already waiting, if its log has entries after the cursor, and otherwise
 // leaves the queue (the cursor stays; the write script queues the lobby
-// again when an entry after it arrives). A lobby with no cursor gets one.
+// again when an entry after it arrives). A lobby with no cursor is left
+// alone: a commit can only name a position of a cursor this name was given,
+// and after a server that keeps nothing restarted, a commit of a position
+// from before the restart must not skip the new entries.
 //
 //	KEYS: consumer names, the consumer's cursors, its queue, log
 //	ARGV: name, lobby ID, after
@@ -378,12 +381,10 @@ const commitLogScript = luaLib + `
 if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return -1 end
 local id = ARGV[2]
 local s = redis.call('HGET', KEYS[2], id)
-local c, q = ARGV[3], nil
-if s then
-  c, q = cursorOf(s)
-  if ult(c, ARGV[3]) then c = ARGV[3] end
-  if q then redis.call('ZREM', KEYS[3], q .. id) end
-end
+if not s then return 1 end
+local c, q = cursorOf(s)
+if ult(c, ARGV[3]) then c = ARGV[3] end
+if q then redis.call('ZREM', KEYS[3], q .. id) end
 local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)
 if #last == 0 or not ult(c, posOf(last[1][1])) then
   redis.call('HSET', KEYS[2], id, c)

@@ -38,7 +38,7 @@ func (h *harness) NewStore(t testing.TB) store.Store {
 	t.Helper()
 	c := sharedClient(t)
 	prefix := newPrefix()
-	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(h.shards))
+	s, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(h.shards), redisstore.WithRetention(lobbytest.MinRetention))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -62,7 +62,7 @@ func (h *harness) Connect(t testing.TB, s store.Store) store.Store {
 		t.Fatalf("a second client: %v", err)
 	}
 	t.Cleanup(c.Close)
-	s2, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(h.shards))
+	s2, err := redisstore.New(c, redisstore.WithPrefix(prefix), redisstore.WithShards(h.shards), redisstore.WithRetention(lobbytest.MinRetention))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func (h *harness) Restartable(t *testing.T, durable bool) (store.Store, lobbytes
 		args = []string{"--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
 	}
 	srv := startServer(t, args...)
-	s, err := redisstore.New(dial(t, srv.addr()), redisstore.WithPrefix("svc"), redisstore.WithShards(h.shards))
+	s, err := redisstore.New(dial(t, srv.addr()), redisstore.WithPrefix("svc"), redisstore.WithShards(h.shards), redisstore.WithRetention(lobbytest.MinRetention))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func (h *harness) CountingStore(t *testing.T) (store.Store, func() []string) {
 	cc := &counting{Client: sharedClient(t)}
 	prefix := newPrefix()
 	t.Cleanup(func() { purge(t, cc.Client, prefix) })
-	s, err := redisstore.New(cc, redisstore.WithPrefix(prefix), redisstore.WithShards(h.shards))
+	s, err := redisstore.New(cc, redisstore.WithPrefix(prefix), redisstore.WithShards(h.shards), redisstore.WithRetention(lobbytest.MinRetention))
 	if err != nil {
 		t.Fatal(err)
 	}
