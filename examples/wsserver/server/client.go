@@ -118,6 +118,13 @@ func (c *client) offerState(rev uint64, payload []byte) {
 	}
 	c.hasState, c.highest = true, rev
 	if !c.admitted {
+		if len(c.held) >= cap(c.send) {
+			// As many changes as the send queue holds, during one join:
+			// treat it like a queue overflow.
+			c.s.metrics.slowConsumers.Inc()
+			c.kickLocked(CloseSlowConsumer, "send queue overflow", true)
+			return
+		}
 		c.held = append(c.held, payload)
 		return
 	}
