@@ -48,7 +48,8 @@ type Config struct {
 	PseudonymKey []byte
 
 	// Observer, if set, is told about every lobby command after the
-	// server's own observers (metrics, closing ended sockets).
+	// server's own observer (metrics, reclaiming emptied lobbies). Sockets
+	// are closed and updated from each room's watcher, not from here.
 	Observer lobby.Observer
 
 	// Tickets issues and redeems socket tickets. Default: MemoryTickets
@@ -161,13 +162,16 @@ type Config struct {
 	MaxHeaderBytes int
 	MaxBodyBytes   int64
 
-	// PeerRefresh subscribes to the store's change notifications (if the
-	// store is a store.Notifier) and refreshes the rooms this process has
-	// sockets in, for deployments with several processes on one store.
-	// See the package documentation.
+	// PeerRefresh is ignored: each room with local sockets follows its
+	// lobby's effects log (lobby.Service.Watch), which brings other
+	// processes' commits whether or not this is set.
+	//
+	// Deprecated: rooms always follow other processes' commits.
 	PeerRefresh bool
-	// PeerRefreshInterval is the least time between two refresh passes, on
-	// the real clock. Default 100 ms.
+	// PeerRefreshInterval is ignored (see PeerRefresh); a negative value is
+	// still refused.
+	//
+	// Deprecated: nothing refreshes on a timer any more.
 	PeerRefreshInterval time.Duration
 
 	// RoomLinger is how long a room's chat history is kept after its last
