@@ -63,7 +63,6 @@ type options struct {
 	maxMembers     int
 	maxTabs        int
 	origins        string
-	peerRefresh    bool
 	pseudonymKey   string
 	logFormat      string
 	logLevel       string
@@ -112,7 +111,6 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 	fs.IntVar(&o.maxMembers, "max-members", server.DefaultMaxMembers, "most members per lobby, reconnecting ones included")
 	fs.IntVar(&o.maxTabs, "max-tabs", 0, "most sockets per player; more end the oldest (0: no cap)")
 	fs.StringVar(&o.origins, "allow-origins", "", "comma-separated browser origins (scheme://host[:port], wildcards allowed) that may use the API; default: the listen address, over http and https")
-	fs.BoolVar(&o.peerRefresh, "peer-refresh", true, "with postgres or redis, refresh local rooms when other processes write")
 	fs.StringVar(&o.pseudonymKey, "pseudonym-key", getenv("LOBBYHOST_PSEUDONYM_KEY"), "hex key (at least 16 bytes) for player pseudonyms in logs; random if empty (env LOBBYHOST_PSEUDONYM_KEY)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
@@ -236,7 +234,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		PseudonymKey:   key,
 		TicketTTL:      o.ticketTTL,
 		AllowedOrigins: origins,
-		PeerRefresh:    shared && o.peerRefresh,
 	})
 	if err != nil {
 		return err
@@ -253,7 +250,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	logger.Warn("DEMO AUTHENTICATION: the ticket endpoint believes the " + server.DemoUserHeader +
 		" header, so anybody can act as anybody. Put real authentication in front before exposing this server.")
 	logger.Info("serving", "addr", ln.Addr().String(), "origins", strings.Join(origins, ","), "store", o.storeKind,
-		"grace", policy.Grace, "heartbeat_ttl", policy.HeartbeatTTL, "peer_refresh", shared && o.peerRefresh)
+		"grace", policy.Grace, "heartbeat_ttl", policy.HeartbeatTTL, "shared_store", shared)
 	fmt.Fprintf(stdout, "lobbyhost wsserver: open http://%s/ (demo sign-in; Ctrl-C to stop)\n", ln.Addr())
 
 	select {

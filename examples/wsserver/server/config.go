@@ -162,18 +162,6 @@ type Config struct {
 	MaxHeaderBytes int
 	MaxBodyBytes   int64
 
-	// PeerRefresh is ignored: each room with local sockets follows its
-	// lobby's effects log (lobby.Service.Watch), which brings other
-	// processes' commits whether or not this is set.
-	//
-	// Deprecated: rooms always follow other processes' commits.
-	PeerRefresh bool
-	// PeerRefreshInterval is ignored (see PeerRefresh); a negative value is
-	// still refused.
-	//
-	// Deprecated: nothing refreshes on a timer any more.
-	PeerRefreshInterval time.Duration
-
 	// RoomLinger is how long a room's chat history is kept after its last
 	// local socket detached. Default: the policy's grace plus one minute.
 	RoomLinger time.Duration
@@ -290,15 +278,12 @@ func (c *Config) fill() error {
 	if c.TypingTTL == 0 {
 		c.TypingTTL = 6 * time.Second
 	}
-	if c.PeerRefreshInterval == 0 {
-		c.PeerRefreshInterval = 100 * time.Millisecond
-	}
 	if c.RoomLinger == 0 {
 		c.RoomLinger = c.Policy.Grace + time.Minute
 	}
 	switch {
 	case c.PingInterval < 0, c.PingTimeout < 0, c.WriteTimeout < 0, c.CloseTimeout < 0, c.TicketTTL < 0,
-		c.TypingTTL < 0, c.PeerRefreshInterval < 0, c.RoomLinger < 0,
+		c.TypingTTL < 0, c.RoomLinger < 0,
 		c.ReadHeaderTimeout < 0, c.ReadTimeout < 0, c.IdleTimeout < 0:
 		return errors.New("server: durations must not be negative")
 	case c.MaxHeaderBytes < 0 || c.MaxBodyBytes < 0 || c.ReadersPerMessage < 0 || c.TicketsPerUser < 0 || c.MaxTickets < 0:

@@ -115,37 +115,27 @@ func (r *room) apply(s *Server, ch *lobby.Change) {
 		}
 	}
 	for _, e := range ch.Ended {
-		r.endGeneration(e, kickedIn(ch.Events, e.Player))
+		r.endGeneration(e)
 	}
-}
-
-// kickedIn reports whether events remove player by a kick.
-func kickedIn(events []lobby.Event, player string) bool {
-	for i := range events {
-		if events[i].Reason == lobby.ReasonKicked && events[i].Subject == player {
-			return true
-		}
-	}
-	return false
 }
 
 // endGeneration closes the socket holding generation e.Gen, if this
 // process has it, with the close code of e's cause.
-func (r *room) endGeneration(e lobby.Ended, kicked bool) {
+func (r *room) endGeneration(e lobby.Ended) {
 	r.mu.Lock()
 	c := r.byGen[e.Gen]
 	r.mu.Unlock()
 	if c == nil || c.user != e.Player {
 		return
 	}
-	switch {
-	case kicked:
+	switch e.Cause {
+	case lobby.EndKicked:
 		c.kick(CloseKicked, "removed from the lobby by the host", false)
-	case e.Cause == lobby.EndTimedOut:
+	case lobby.EndTimedOut:
 		c.kick(CloseRejoin, "heartbeat deadline passed; rejoin", false)
-	case e.Cause == lobby.EndSuperseded:
+	case lobby.EndSuperseded:
 		c.kick(CloseSuperseded, "superseded by a newer connection", false)
-	case e.Cause == lobby.EndLeft:
+	case lobby.EndLeft:
 		c.kick(CloseLeft, "left the lobby", false)
 	default:
 		c.kick(websocket.StatusNormalClosure, "connection ended", false)
