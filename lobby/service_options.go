@@ -97,6 +97,7 @@ type config struct {
 	cacheIdle  time.Duration
 	class      func(lobby, player string) string
 	relayName  string
+	relayHold  time.Duration
 	emptyTTL   time.Duration
 	watchBuf   int
 	watchPoll  time.Duration
@@ -118,6 +119,7 @@ func defaultConfig() config {
 		cacheSize:  65536,
 		cacheIdle:  5 * time.Minute,
 		relayName:  "lobbyhost-relay",
+		relayHold:  5 * time.Second,
 		watchBuf:   DefaultWatchBuffer,
 		watchPoll:  time.Second,
 	}
@@ -291,6 +293,21 @@ func WithEmptyLobbyTTL(d time.Duration) Option {
 			return fmt.Errorf("%w: empty-lobby TTL must be positive", ErrInvalidOption)
 		}
 		c.emptyTTL = d
+		return nil
+	}
+}
+
+// WithRelayHold sets how long the relay's claim on a lobby's unpublished
+// effects lasts (default 5 s): while it lasts, processes sharing the relay
+// name leave the lobby to the claimer; if the claimer dies, another takes
+// the lobby over after it. A Publish slower than the hold may see the same
+// events published twice (delivery is at least once). It must be positive.
+func WithRelayHold(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: relay hold must be positive", ErrInvalidOption)
+		}
+		c.relayHold = d
 		return nil
 	}
 }

@@ -351,7 +351,7 @@ func (s *Service) relay(ctx context.Context) (published int, more bool, err erro
 	if err := s.ensureConsumer(ctx); err != nil {
 		return 0, false, err
 	}
-	cursors, err := s.st.ClaimLog(ctx, s.cfg.relayName, s.clock.Now(), s.cfg.relayBatch, s.cfg.claimHold)
+	cursors, err := s.st.ClaimLog(ctx, s.cfg.relayName, s.clock.Now(), s.cfg.relayBatch, s.cfg.relayHold)
 	if err != nil {
 		return 0, false, fmt.Errorf("lobby: claim effects: %w", err)
 	}

@@ -833,7 +833,7 @@ func (s *sim) stateAt(id string, j simJudged) (*State, error) {
 
 func (s *sim) drainRelay() error {
 	// Relays that failed half way left claims; they lapse after the hold.
-	s.base.Advance(s.services[0].svc.cfg.claimHold + time.Hour) // beyond any skew
+	s.base.Advance(s.services[0].svc.cfg.relayHold + time.Hour) // beyond any skew
 	ss := s.newService(len(s.services))
 	idle := 0
 	for range 1000 {

@@ -36,7 +36,7 @@ type clinLobby struct {
 type clinState [len(clinLobbies)]clinLobby
 
 type clinInput struct {
-	op       string // "write", "claim" or "commit"
+	op       string // "write", "claim", "claim1" (one lobby of a partitioned claim) or "commit"
 	lobby    int    // write, commit
 	expected uint64 // write
 	after    uint64 // commit
@@ -76,6 +76,16 @@ var consumerModel = porcupine.Model{
 			l := &st[in.lobby]
 			l.cursor = max(l.cursor, in.after)
 			l.until = 0
+			return true, st
+		case "claim1":
+			if in.lobby < 0 || len(out.cursors) != 1 {
+				return false, st
+			}
+			l := &st[in.lobby]
+			if l.head <= l.cursor || l.until > in.now || out.cursors[0].After != l.cursor {
+				return false, st
+			}
+			l.until = in.now + in.hold
 			return true, st
 		}
 		available := 0
@@ -131,7 +141,7 @@ var consumerModel = porcupine.Model{
 // name, whose holds run out as their clock moves on (some claims are
 // committed, some left to expire), form a history that the contract's
 // consumer explains.
-func checkConsumersLinearizable(h *harness) {
+func checkConsumersLinearizable(h *harness, partitioned bool) {
 	const name = "clin"
 	const writerOps, claimers, claimerOps = 90, 3, 40
 	h.register(name)
@@ -184,7 +194,18 @@ func checkConsumersLinearizable(h *harness) {
 					errs[c] = fmt.Errorf("ClaimLog = %w", err)
 					return
 				}
-				record(c, in, call, clinOutput{cursors: slices.Clone(got)})
+				if partitioned {
+					// Each partition is claimed at its own instant: one
+					// operation per lobby returned, all in the call's
+					// interval (their own clients, as they overlap).
+					for k, cur := range got {
+						one := in
+						one.op, one.lobby = "claim1", clinIndex(cur.Lobby)
+						record(1000*c+k, one, call, clinOutput{cursors: []store.Cursor{cur}})
+					}
+				} else {
+					record(c, in, call, clinOutput{cursors: slices.Clone(got)})
+				}
 				for _, cur := range got {
 					if rng.IntN(4) == 0 {
 						continue // let the hold run out

@@ -112,9 +112,13 @@ func TestCluster(t *testing.T) {
 	}
 	storetest.RunWith(t,
 		func(t *testing.T) store.Store { return newClusterStore(t) },
-		storetest.Options{NewRetained: func(t *testing.T, r store.Retention) store.Store {
-			return newClusterStore(t, redisstore.WithRetention(r))
-		}})
+		storetest.Options{
+			NewRetained: func(t *testing.T, r store.Retention) store.Store {
+				return newClusterStore(t, redisstore.WithRetention(r))
+			},
+			// Shards on several nodes: ClaimLog claims them one by one.
+			PartitionedClaims: true,
+		})
 	t.Run("Log", func(t *testing.T) {
 		for _, lc := range logCases {
 			t.Run(lc.name, func(t *testing.T) { lc.f(t, newClusterStore) })
