@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -236,6 +237,143 @@ func checkSubscribeAfterCommit(h *harness) {
 		s.await(id, v+1, fmt.Sprintf("Write %d", v+1))
 		if err := <-written; err != nil {
 			h.t.Fatalf("Write(%q, %d) = %v, want nil", id, v, err)
+		}
+	}
+}
+
+// checkSubscribeFollow (store.Notifier only): a reader that follows the
+// logs of a few lobbies only through its Feed (reading a lobby's log when
+// a Change names it, checking every head when the feed was lost) keeps up
+// with concurrent writers. After a first phase of racing writers, the
+// reader catches up (a sync point of the check, not part of following);
+// then every writer writes once more to a lobby of its own, all at the
+// same moment, and the reader must hear of each of these last entries
+// from its Feed alone. A store that drops a Change under load without
+// marking the feed lost leaves the reader behind for good.
+func checkSubscribeFollow(h *harness) {
+	n, ok := h.s.(store.Notifier)
+	if !ok {
+		h.t.Skip("the store does not implement the optional store.Notifier")
+	}
+	lobbies := []string{"follow-a", "follow-b", "follow-c", "follow-d"}
+	const writers, perWriter = 4, 60
+	f, err := n.Subscribe(h.ctx)
+	if err != nil {
+		h.t.Fatalf("Subscribe = %v, want nil", err)
+	}
+	pos := map[string]uint64{} // what the reader has read, per lobby
+	follow := func(id string) {
+		h.t.Helper()
+		got, err := h.s.ReadLog(h.ctx, id, pos[id], 10000)
+		if err != nil {
+			h.t.Fatalf("follower: ReadLog(%q, %d) = %v", id, pos[id], err)
+		}
+		for _, e := range got {
+			if e.Version != pos[id]+1 {
+				h.t.Fatalf("follower: ReadLog(%q) after %d returned position %d next", id, pos[id], e.Version)
+			}
+			pos[id] = e.Version
+		}
+	}
+	take := func() {
+		h.t.Helper()
+		changes, lost := f.Take()
+		if lost {
+			for _, id := range lobbies {
+				follow(id)
+			}
+		}
+		for _, c := range changes {
+			if !slices.Contains(lobbies, c.Lobby) {
+				h.t.Fatalf("follower: Change names lobby %q, which nobody wrote", c.Lobby)
+			}
+			if c.Version > pos[c.Lobby] {
+				follow(c.Lobby)
+			}
+		}
+	}
+	// write writes id once, retrying conflicts.
+	write := func(id string) error {
+		for {
+			r, err := h.s.Load(h.ctx, id)
+			if err == nil || errors.Is(err, store.ErrNotFound) {
+				err = h.s.Write(h.ctx, store.Write{ID: id, Expected: r.Version, Data: []byte("x"), At: t0, Effects: counter(int(r.Version + 1))})
+			}
+			if !errors.Is(err, store.ErrConflict) {
+				return err
+			}
+		}
+	}
+	// run has each writer call w(i), and follows the feed until they
+	// all returned.
+	run := func(phase string, w func(i int) error) {
+		h.t.Helper()
+		errs := make([]error, writers)
+		var wg sync.WaitGroup
+		for i := range writers {
+			wg.Go(func() { errs[i] = w(i) })
+		}
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		for writing := true; writing; {
+			select {
+			case <-f.Ready():
+				take()
+			case <-done:
+				writing = false
+			}
+		}
+		for _, err := range errs {
+			if err != nil {
+				h.t.Fatalf("%s: %v", phase, err)
+			}
+		}
+	}
+
+	run("racing writers", func(w int) error {
+		for i := range perWriter {
+			if err := write(lobbies[(i+w)%len(lobbies)]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// The sync point: take what is there and read every log to its head.
+	take()
+	for _, id := range lobbies {
+		follow(id)
+	}
+	var loaded sync.WaitGroup
+	loaded.Add(writers)
+	together := make(chan struct{})
+	go func() {
+		loaded.Wait()
+		close(together)
+	}()
+	run("the last writes", func(w int) error {
+		id := lobbies[w]
+		r, err := h.s.Load(h.ctx, id)
+		loaded.Done()
+		if err != nil {
+			return err
+		}
+		<-together
+		return h.s.Write(h.ctx, store.Write{ID: id, Expected: r.Version, Data: []byte("x"), At: t0, Effects: counter(int(r.Version + 1))})
+	})
+	heads := h.heads(lobbies...)
+	timeout := time.After(notifyWait)
+	for i, id := range lobbies {
+		for pos[id] < heads[i] {
+			select {
+			case <-f.Ready():
+				take()
+			case <-timeout:
+				h.t.Fatalf("%v after the last writes, the follower had read %q up to %d of %d: no Change told it of the rest, and the feed was not marked lost",
+					notifyWait, id, pos[id], heads[i])
+			}
 		}
 	}
 }

@@ -397,9 +397,15 @@ func opaqueIDs() []string {
 }
 
 // checkOpaqueIDs: IDs are bytes. None of opaqueIDs collides with another in
-// records, the due index or the log, and ties sort in byte order.
+// records, the due index, the log or consumers' cursors, ties sort in byte
+// order, and consumer names are bytes too.
 func checkOpaqueIDs(h *harness) {
 	ids := opaqueIDs()
+	// Consumer names follow the rules of IDs: these are distinct consumers.
+	names := []string{"a", "A", "a:", ":a", "a\x00", "é", "e\u0301", strings.Repeat("x", 128)}
+	for _, name := range names {
+		h.register(name)
+	}
 	var wantDue []store.Due
 	for i, id := range ids {
 		// Every second ID shares a deadline with its neighbour, so ties
@@ -420,6 +426,17 @@ func checkOpaqueIDs(h *harness) {
 	}
 	if d := diff(wantHeads, h.heads(ids...)); d != "" {
 		h.t.Fatalf("LogHeads of %d lobbies with one entry each (-want +got):\n%s", len(ids), d)
+	}
+
+	// Each consumer sees every lobby's entry, whatever the others did.
+	all := map[string][]uint64{}
+	for _, id := range ids {
+		all[id] = []uint64{1}
+	}
+	for _, name := range names {
+		if d := diff(all, h.drain(name)); d != "" {
+			h.t.Fatalf("consumer %q after the consumers before it drained (-want +got positions):\n%s", name, d)
+		}
 	}
 
 	// Deleting one leaves its prefixes and extensions alone.

@@ -14,14 +14,16 @@ const retainEntries = 3
 // age bound): appending trims each lobby's oldest entries beyond the bound
 // and no other lobby's; a read after a trimmed position is a
 // *store.CompactedError naming the lobby, the position asked for and the
-// highest trimmed position, after which reading works again; TrimLog
-// without an age bound removes nothing.
+// highest trimmed position, after which reading works again; a consumer
+// that never committed holds nothing back; TrimLog without an age bound
+// removes nothing.
 //
 // The contract says an entry goes once more than Entries newer ones exist,
 // which keeps Entries+1; the check also accepts a store that keeps exactly
 // Entries, and nothing else.
 func checkRetentionCount(h *harness) {
 	const id, other = "ret-count", "ret-other"
+	h.register("slow") // a consumer that never reads holds nothing back
 	var want []store.Entry
 	write := func(v uint64) {
 		h.t.Helper()
@@ -58,6 +60,9 @@ func checkRetentionCount(h *harness) {
 	if d := diff([]uint64{head, 2}, h.heads(id, other)); d != "" {
 		h.t.Fatalf("LogHeads after count retention (-want +got):\n%s", d)
 	}
+	// The consumer's cursors stand where it registered; its reads are
+	// compacted like anyone's.
+	h.expectClaim("slow", t0, 10, time.Minute, []store.Cursor{{Lobby: id}, {Lobby: other}})
 	before := h.state(id, other)
 	if n, err := h.s.TrimLog(h.ctx, later, 100); err != nil || n != 0 {
 		h.t.Fatalf("TrimLog(later, 100) with no age bound = %d, %s; want 0, nil", n, describe(err))
@@ -137,7 +142,8 @@ func checkTrimLog(h *harness) {
 // store-wide floor, which is at or above every floor folded into it (also
 // after a lower one folds later) and is what every ID without a record or
 // tombstone reports; reading such a lobby's log below that floor is
-// compacted; a lobby created again on it never reuses a position.
+// compacted; a lobby created again on it never reuses a position; a
+// lobby created again on its tombstone keeps its log and what was trimmed.
 func checkTombstoneFold(h *harness) {
 	now := t0.Add(10 * time.Hour)
 	old, recent := now.Add(-2*time.Hour), now.Add(-30*time.Minute)
@@ -151,6 +157,11 @@ func checkTombstoneFold(h *harness) {
 	h.write(store.Write{ID: "fold-b", Data: []byte("b"), At: old, Effects: []byte("b")})
 	h.delete("fold-b", 1, 5)
 	h.write(store.Write{ID: "fold-kept", Data: []byte("kept"), At: old, Effects: []byte("kept")})
+	// fold-part: deleted with two old entries and a recent one.
+	h.write(store.Write{ID: "fold-part", Data: []byte("p"), At: old, Effects: []byte("p1")})
+	h.write(store.Write{ID: "fold-part", Expected: 1, Data: []byte("p"), At: old, Effects: []byte("p2")})
+	h.write(store.Write{ID: "fold-part", Expected: 2, Data: []byte("p"), At: recent, Effects: []byte("p3")})
+	h.delete("fold-part", 3, 0)
 	// A lobby deleted without entries has no tombstone to keep.
 	h.write(store.Write{ID: "fold-none", Data: []byte("none"), At: old})
 	h.delete("fold-none", 1, 0)
@@ -164,8 +175,8 @@ func checkTombstoneFold(h *harness) {
 	if fa < 20 || fb < 5 {
 		h.t.Fatalf("floors after Delete(fold-a, 3, 20) and Delete(fold-b, 1, 5): %d and %d, want >= 20 and >= 5", fa, fb)
 	}
-	if n, err := h.s.TrimLog(h.ctx, now, 100); err != nil || n != 5 {
-		h.t.Fatalf("TrimLog(%v, 100) with five entries older than an hour = %d, %s; want 5, nil", now, n, describe(err))
+	if n, err := h.s.TrimLog(h.ctx, now, 100); err != nil || n != 7 {
+		h.t.Fatalf("TrimLog(%v, 100) with seven entries older than an hour = %d, %s; want 7, nil", now, n, describe(err))
 	}
 
 	// Folded: no data, one store-wide floor for every ID without a
@@ -180,6 +191,14 @@ func checkTombstoneFold(h *harness) {
 		}
 	}
 	h.loadMissing("fold-low", []byte("low")) // its entry is recent: still a tombstone
+	// fold-part keeps its tombstone for its recent entry; created again,
+	// its log still reports what was trimmed.
+	fp := h.loadMissing("fold-part", []byte("p"))
+	h.write(store.Write{ID: "fold-part", Expected: fp, Data: []byte("p again"), At: now.Add(30 * time.Minute), Effects: []byte("p again")})
+	if tr := h.compacted("fold-part", 0); tr < 2 {
+		h.t.Fatalf("ReadLog(fold-part, 0) after two entries were trimmed: Trimmed %d, want >= 2", tr)
+	}
+	h.expectLog("fold-part", 2, []store.Entry{entry("fold-part", 3, "p3"), entry("fold-part", fp+1, "p again")})
 	h.expectRecord(store.Record{ID: "fold-kept", Version: 1, Data: []byte("kept")})
 	h.compacted("fold-a", 0)
 	h.compacted("fold-never-written", g-1)
@@ -189,8 +208,8 @@ func checkTombstoneFold(h *harness) {
 	}
 
 	// A lower floor folding later does not lower the store-wide one.
-	if n, err := h.s.TrimLog(h.ctx, now.Add(time.Hour), 100); err != nil || n != 1 {
-		h.t.Fatalf("TrimLog(%v, 100) with fold-low's entry old = %d, %s; want 1, nil", now.Add(time.Hour), n, describe(err))
+	if n, err := h.s.TrimLog(h.ctx, now.Add(time.Hour), 100); err != nil || n != 2 {
+		h.t.Fatalf("TrimLog(%v, 100) with the entries of fold-low and fold-part old = %d, %s; want 2, nil", now.Add(time.Hour), n, describe(err))
 	}
 	for _, id := range []string{"fold-low", "fold-a", "fold-never-written"} {
 		if f := h.loadMissing(id, nil); f < g {

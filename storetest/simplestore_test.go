@@ -41,6 +41,8 @@ type simpleStore struct {
 	cursors   map[string]uint64          // by ckey(name, lobby key)
 	logClaims map[string]time.Time       // ClaimLog: claimed until, by ckey(name, lobby key)
 	appends   uint64                     // counts appends, to order ClaimLog by oldest work
+
+	forward map[*store.Feed]chan store.Change // feedDropsUnderLoad's buffers
 }
 
 // simpleLog is one lobby's effects log and its trimmed marker: the highest
@@ -196,6 +198,8 @@ var (
 	// Count retention counts the entries of the whole store, not of each
 	// lobby.
 	retentionStoreWide = flaw{"count-retention-store-wide", "RetentionCount"}
+	// Count retention keeps the entries a consumer has not committed.
+	consumersHoldEntries = flaw{"consumers-hold-retention", "RetentionCount"}
 	// ReadLog returns what is left, without reporting that entries went.
 	compactionUnreported = flaw{"compaction-unreported", "RetentionCount"}
 	// CompactedError.Trimmed names the oldest trimmed position.
@@ -208,6 +212,9 @@ var (
 	trimByWallClock = flaw{"trim-by-wall-clock", "TrimLog"}
 	// TrimLog returns its limit, not how many it removed.
 	trimCountsLimit = flaw{"trim-returns-limit", "TrimLog"}
+	// A deleted lobby created again forgets what retention trimmed from
+	// its log: a read below the trimmed position is not compacted.
+	recreateForgetsTrim = flaw{"recreate-forgets-trim", "TombstoneFold"}
 	// A tombstone stays after its lobby's last entry is trimmed.
 	tombstoneOutlivesLog = flaw{"tombstone-outlives-log", "TombstoneFold"}
 	// Folding a tombstone forgets its floor.
@@ -238,6 +245,9 @@ var (
 	// CommitLog releases the claim at once but moves the cursor only
 	// after a window: a ClaimLog in between hands out the old cursor.
 	commitAppliedLate = flaw{"commit-cursor-late", "ConsumersLinearizable"}
+	// ClaimLog returns (and claims) every lobby with work, whatever the
+	// limit.
+	logClaimIgnoresLimit = flaw{"logclaim-ignores-limit", "Model"}
 	// CommitLog of an unregistered name registers it instead of ErrInvalid.
 	commitRegisters = flaw{"commit-registers", "Invalid"}
 	// ClaimLog takes a hold of 0.
@@ -270,6 +280,11 @@ var (
 	changeWrongVersion = flaw{"change-names-expected", "Subscribe"}
 	// Only the first subscriber's feed receives changes.
 	feedFirstOnly = flaw{"feed-first-subscriber-only", "Subscribe"}
+	// Changes pass through a one-slot buffer to a goroutine that adds
+	// them to the feed; when the buffer is full the Change is dropped,
+	// and the feed not marked lost (the wake-up pattern of a plain
+	// notification channel, wrong for named changes).
+	feedDropsUnderLoad = flaw{"feed-drops-under-load", "SubscribeFollow"}
 	// Write adds the Change, then (after a window) commits.
 	feedBeforeCommit = flaw{"feed-before-commit", "SubscribeAfterCommit"}
 )
@@ -283,12 +298,12 @@ var flaws = []flaw{
 	forgetsFloor, floorIgnoresExpected, deleteIgnoresVersion, deleteMissingSetsFloor, tombstoneDropsData, deleteDropsLog, recreateClearsLog,
 	effectsOnConflict, effectsBeforeRecord, recordBeforeEffects, positionIsCount, atMilliseconds, emptyEffectsDropped,
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
-	keepsEveryEntry, retentionStoreWide, compactionUnreported, trimmedLowest,
-	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
-	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, commitRegisters, logClaimZeroHold,
+	keepsEveryEntry, retentionStoreWide, consumersHoldEntries, compactionUnreported, trimmedLowest,
+	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
+	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
-	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit,
+	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit, feedDropsUnderLoad,
 }
 
 var (
@@ -577,6 +592,8 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 		s.logs[k] = &simpleLog{id: rec.ID, trimmed: s.global}
 	} else if !existed && s.flaw == recreateClearsLog {
 		l.entries = nil
+	} else if !existed && s.flaw == recreateForgetsTrim {
+		l.trimmed = 0
 	}
 	delete(s.tombs, k)
 	s.records[k] = rec
@@ -609,7 +626,7 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 		if s.flaw == retentionStoreWide {
 			s.trimStoreWide(n)
 		} else {
-			for len(l.entries) > n {
+			for len(l.entries) > n && !s.held(k, l.entries[0].Version) {
 				s.trimFirst(k, l)
 			}
 		}
@@ -631,6 +648,20 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 	if s.flaw != feedBeforeCommit { // which added it before committing
 		s.notify(store.Change{Lobby: id, Version: e.Version})
 	}
+}
+
+// held reports whether consumersHoldEntries keeps position v of k: some
+// consumer has not committed it. The caller holds mu.
+func (s *simpleStore) held(k string, v uint64) bool {
+	if s.flaw != consumersHoldEntries {
+		return false
+	}
+	for name := range s.consumers {
+		if c, ok := s.cursors[s.ckey(name, k)]; ok && c < v {
+			return true
+		}
+	}
+	return false
 }
 
 // trimFirst removes the oldest entry of l, folding a tombstone whose last
@@ -699,6 +730,13 @@ func (s *simpleStore) notify(c store.Change) {
 	for i, f := range s.subs {
 		if s.flaw == feedFirstOnly && i > 0 {
 			break
+		}
+		if ch, ok := s.forward[f]; ok {
+			select {
+			case ch <- c:
+			default: // dropped
+			}
+			continue
 		}
 		f.Add(c)
 	}
@@ -1020,7 +1058,9 @@ func (s *simpleStore) ClaimLog(ctx context.Context, name string, now time.Time, 
 		found = append(found, item{k, w})
 	}
 	slices.SortFunc(found, func(a, b item) int { return cmp.Compare(a.w.seq, b.w.seq) })
-	found = found[:min(len(found), limit)]
+	if s.flaw != logClaimIgnoresLimit {
+		found = found[:min(len(found), limit)]
+	}
 	out := make([]store.Cursor, len(found))
 	for i, it := range found {
 		out[i] = store.Cursor{Lobby: it.w.id, After: s.cursors[s.ckey(name, it.k)]}
@@ -1093,6 +1133,24 @@ func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
 	f := store.NewFeed(0)
 	s.mu.Lock()
 	s.subs = append(s.subs, f)
+	if s.flaw == feedDropsUnderLoad {
+		ch := make(chan store.Change, 1)
+		if s.forward == nil {
+			s.forward = map[*store.Feed]chan store.Change{}
+		}
+		s.forward[f] = ch
+		go func() {
+			for {
+				select {
+				case c := <-ch:
+					window() // delivery takes a moment, as through a server
+					f.Add(c)
+				case <-ctx.Done():
+					return
+				}
+			}
+		}()
+	}
 	s.mu.Unlock()
 	context.AfterFunc(ctx, func() {
 		s.mu.Lock()

@@ -180,6 +180,7 @@ var checks = []check{
 	{"Claim", onStore(checkClaim)},
 	{"Subscribe", onStore(checkSubscribe)},
 	{"SubscribeAfterCommit", onStore(checkSubscribeAfterCommit)},
+	{"SubscribeFollow", onStore(checkSubscribeFollow)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each
