@@ -358,8 +358,11 @@ func (f observerFunc) Observe(_ context.Context, o lobby.Observation) { f(o) }
 // The harness.
 
 // processWait bounds every wait of the harness. It only guards against a
-// hang: the tests wait for conditions, never for time.
-const processWait = 30 * time.Second
+// hang: the tests wait for conditions, never for time. It is well above
+// the Service's claim hold (30s): a process killed while its relay had
+// lobbies claimed (ClaimLog) keeps them from the other relays until that
+// hold runs out, so publication can legitimately take that long.
+const processWait = 90 * time.Second
 
 // group is the child processes of one test. One mutex guards the output of
 // all of them, so a test can wait for a condition over several.
