@@ -123,6 +123,14 @@ func checkConsumers(h *harness) {
 			h.t.Fatalf("consumer %s after one more write (-want +got positions):\n%s", name, d)
 		}
 	}
+	// A commit naming a lobby the consumer has no cursor for changes
+	// nothing: what is written there later is still due from its start.
+	h.commitLog("gamma", "cons-new", 5)
+	write("cons-new", true)
+	write("cons-new", true)
+	if d := diff(map[string][]uint64{"cons-new": {1, 2}}, h.drain("gamma")); d != "" {
+		h.t.Fatalf("consumer gamma after committing position 5 of a lobby it had no cursor for, then two writes there (-want +got positions):\n%s", d)
+	}
 }
 
 // checkConsumerClaims: ClaimLog skips lobbies claimed under the same name

@@ -250,6 +250,9 @@ var (
 	logClaimIgnoresLimit = flaw{"logclaim-ignores-limit", "Model"}
 	// CommitLog of an unregistered name registers it instead of ErrInvalid.
 	commitRegisters = flaw{"commit-registers", "Invalid"}
+	// CommitLog of a lobby without a cursor makes one at the position
+	// given, so entries written later up to it are never due.
+	commitMakesCursor = flaw{"commit-makes-cursor", "Consumers"}
 	// ClaimLog takes a hold of 0.
 	logClaimZeroHold = flaw{"logclaim-zero-hold", "Invalid"}
 
@@ -300,7 +303,7 @@ var flaws = []flaw{
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, consumersHoldEntries, compactionUnreported, trimmedLowest,
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
-	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, logClaimZeroHold,
+	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, commitMakesCursor, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit, feedDropsUnderLoad,
@@ -1094,6 +1097,9 @@ func (s *simpleStore) CommitLog(ctx context.Context, name, id string, after uint
 	}
 	k := s.key(id)
 	ck := s.ckey(name, k)
+	if _, ok := s.cursors[ck]; !ok && s.flaw != commitMakesCursor {
+		return nil // no cursor: nothing of this lobby was ever due to name
+	}
 	if s.flaw == commitAppliedLate {
 		delete(s.logClaims, ck)
 		go func() {

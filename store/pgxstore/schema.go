@@ -383,15 +383,13 @@ SELECT true, lobby, after, since FROM u
 UNION ALL
 SELECT false, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM _S_.consumers WHERE name = $1)`,
 
-		// Upserts, so that a commit for a lobby without a cursor is
-		// remembered too (with head = after: nothing to do). Cursors stay
-		// after their work is done, so that a later write continues from
+		// A lobby without a cursor for the name is left alone (the
+		// contract: a commit can only name a position of a cursor the
+		// name was given). Cursors stay after their work is done, so that a later write continues from
 		// the committed position; they go when their lobby's tombstone
 		// folds. $1 name, $2 lobby, $3 after (ordered).
-		commitLog: `INSERT INTO _S_.cursors AS c (name, lobby, head, after, since)
-SELECT name, $2, $3, $3, 0 FROM _S_.consumers WHERE name = $1
-ON CONFLICT (name, lobby) DO UPDATE
-SET after = greatest(c.after, excluded.after), claimed_until = NULL`,
+		commitLog: `UPDATE _S_.cursors SET after = greatest(after, $3), claimed_until = NULL
+WHERE name = $1 AND lobby = $2`,
 	}
 	for _, p := range []*string{
 		&q.load, &q.update, &q.write, &q.delete, &q.due, &q.claim,
