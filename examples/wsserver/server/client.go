@@ -131,6 +131,32 @@ func (c *client) offerState(rev uint64, payload []byte) {
 	c.enqueueLocked(payload, false)
 }
 
+// hasAnyState reports whether c has been offered a lobby state.
+func (c *client) hasAnyState() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hasState
+}
+
+// offerFirstState queues a lobby state only if c has none yet: the state a
+// socket starts from when the room's watcher has not brought one. Once a
+// socket has a state, the watcher brings every later revision in order, and
+// a state offered from elsewhere could jump over one it has not delivered
+// yet.
+func (c *client) offerFirstState(rev uint64, payload []byte) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hasState {
+		return
+	}
+	c.hasState, c.highest = true, rev
+	if !c.admitted {
+		c.held = append(c.held, payload)
+		return
+	}
+	c.enqueueLocked(payload, false)
+}
+
 // admit sends the states held back until the join and lets later ones
 // through.
 func (c *client) admit() {

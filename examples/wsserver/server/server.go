@@ -729,17 +729,20 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 		return
 	}
 	c.admit()
+	// The room's watcher brings the join and everything after it in
+	// order; the join's own state (or a snapshot) is only the socket's
+	// starting point when the watcher has brought nothing yet.
 	if n := len(res.Events); n > 0 {
 		e := res.Events[n-1]
-		c.offerState(e.Revision, encodeEvent(&e, s.clock.Now()))
-	} else {
+		c.offerFirstState(e.Revision, encodeEvent(&e, s.clock.Now()))
+	} else if !c.hasAnyState() {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		snap, err := s.svc.Snapshot(ctx, c.roomID)
 		if err != nil {
 			s.log.Error("snapshot failed", "room", c.roomID, "err", err)
 			c.kick(websocket.StatusInternalError, "cannot read the lobby", false)
 		} else {
-			c.offerState(snap.Revision, encodeSnapshot(&snap, s.clock.Now()))
+			c.offerFirstState(snap.Revision, encodeSnapshot(&snap, s.clock.Now()))
 		}
 		cancel()
 	}
