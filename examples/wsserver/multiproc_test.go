@@ -589,8 +589,11 @@ func mpRun(t *testing.T, bin string, storeArgs ...string) {
 		if rejoined(o.room, o.user) {
 			continue
 		}
+		// Its end is a timed_out revision, or a snapshot (a documented jump)
+		// that shows it no longer online.
 		timedOut := func(st mpState) bool {
-			return st.at.After(killedAt) && st.Reason == "timed_out" && st.subject() == o.user
+			return st.at.After(killedAt) && (st.Reason == "timed_out" && st.subject() == o.user ||
+				st.Reason == "snapshot" && st.status(o.user) != "online")
 		}
 		var witness *mpSock
 		for _, s := range h.live(o.room) {
