@@ -18,7 +18,7 @@ import (
 //
 // Three goroutines touch it: the handler goroutine runs readLoop, the
 // writer goroutine runs writeLoop (and the pings), and broadcasters
-// (relay, peer refresh, other sockets' handlers) enqueue messages. Nothing
+// (the room's watcher, other sockets' handlers) enqueue messages. Nothing
 // that enqueues ever blocks: a full queue closes the socket.
 type client struct {
 	s      *Server
@@ -401,9 +401,35 @@ func (c *client) handle(data []byte) {
 			c.s.log.Warn("leave failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
 			c.refuse(withType(refuse(CodeInternal, "leave failed")))
 		}
-		// The lobby ended every connection of the user; the observer
-		// closes their sockets (CloseLeft).
+		// The lobby ended every connection of the user; the room's
+		// watcher closes their sockets (CloseLeft), on every process.
 		return
+	case TypeKick:
+		target, block, r := m.kickTarget()
+		if r != nil {
+			c.refuse(withType(r))
+			return
+		}
+		if r := c.hostCommand("kick", func(ctx context.Context) error {
+			_, err := c.s.svc.Kick(ctx, c.roomID, c.user, target, block)
+			return err
+		}); r != nil {
+			c.refuse(withType(r))
+			return
+		}
+	case TypeLock:
+		if m.Locked == nil {
+			c.refuse(withType(refuse(CodeBadField, `"locked" (true or false) is required`)))
+			return
+		}
+		locked := *m.Locked
+		if r := c.hostCommand("lock", func(ctx context.Context) error {
+			_, err := c.s.svc.Lock(ctx, c.roomID, c.user, locked)
+			return err
+		}); r != nil {
+			c.refuse(withType(r))
+			return
+		}
 	default:
 		c.refuse(withType(refuse(CodeUnknownType, "unknown message type")))
 		return
@@ -434,13 +460,35 @@ func (c *client) chat(m clientMsg, now time.Time) *refusal {
 	return nil
 }
 
+// hostCommand runs a host-only lobby command with the socket's user as the
+// actor: the lobby judges it against its current host, whatever the page
+// showed. Its new state reaches everybody through the room watchers.
+func (c *client) hostCommand(op string, do func(ctx context.Context) error) *refusal {
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	defer cancel()
+	err := do(ctx)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, lobby.ErrNotHost):
+		return refuse(CodeNotHost, "only the current host can "+op)
+	case errors.Is(err, lobby.ErrNotMember):
+		return refuse(CodeNotMember, "the target is not a member of this lobby")
+	case errors.Is(err, lobby.ErrInvalidID), errors.Is(err, lobby.ErrInvalidCommand):
+		return refuse(CodeBadField, "invalid "+op+" request")
+	default:
+		c.s.log.Warn(op+" failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
+		return refuse(CodeInternal, op+" failed")
+	}
+}
+
 func (c *client) transfer(to string) *refusal {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
 	_, err := c.s.svc.TransferHost(ctx, c.roomID, c.user, to)
 	switch {
 	case err == nil:
-		return nil // the new state reaches everybody through the relay
+		return nil // the new state reaches everybody through the room watchers
 	case errors.Is(err, lobby.ErrNotHost):
 		return refuse(CodeNotHost, "only the current host can transfer the host role")
 	case errors.Is(err, lobby.ErrNotMember):
@@ -522,7 +570,7 @@ func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 // messageLabel bounds the metric label to the known client types.
 func messageLabel(t string) string {
 	switch t {
-	case TypeHeartbeat, TypePing, TypeTypingSet, TypeChatSend, TypeMessageRead, TypeHostTransfer, TypeLeave:
+	case TypeHeartbeat, TypePing, TypeTypingSet, TypeChatSend, TypeMessageRead, TypeHostTransfer, TypeLeave, TypeKick, TypeLock:
 		return t
 	}
 	return "other"

@@ -161,13 +161,16 @@ type Config struct {
 	MaxHeaderBytes int
 	MaxBodyBytes   int64
 
-	// PeerRefresh subscribes to the store's change notifications (if the
-	// store is a store.Notifier) and refreshes the rooms this process has
-	// sockets in, for deployments with several processes on one store.
-	// See the package documentation.
+	// PeerRefresh is ignored: each room with local sockets follows its
+	// lobby's effects log (lobby.Service.Watch), which brings other
+	// processes' commits whether or not this is set.
+	//
+	// Deprecated: rooms always follow other processes' commits.
 	PeerRefresh bool
-	// PeerRefreshInterval is the least time between two refresh passes, on
-	// the real clock. Default 100 ms.
+	// PeerRefreshInterval is ignored (see PeerRefresh); a negative value is
+	// still refused.
+	//
+	// Deprecated: nothing refreshes on a timer any more.
 	PeerRefreshInterval time.Duration
 
 	// RoomLinger is how long a room's chat history is kept after its last

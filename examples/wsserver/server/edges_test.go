@@ -453,7 +453,6 @@ func TestSupersededOnAnotherProcess(t *testing.T) {
 		Authenticator: server.HeaderAuthenticator{},
 		Clock:         clock,
 		Policy:        testPolicy(),
-		PeerRefresh:   true,
 	}
 	cfg.Policy.MaxConnectionsPerPlayer = 1
 	cfg.Policy.HeartbeatTTL = 30 * time.Second
@@ -606,7 +605,7 @@ func TestReadReceiptsBounded(t *testing.T) {
 func TestReconnectDeadlineInState(t *testing.T) {
 	st := memstore.New()
 	clock := newEnvClock()
-	cfg := server.Config{Store: st, Authenticator: server.HeaderAuthenticator{}, Clock: clock, Policy: testPolicy(), PeerRefresh: true}
+	cfg := server.Config{Store: st, Authenticator: server.HeaderAuthenticator{}, Clock: clock, Policy: testPolicy()}
 	a := startEnv(t, cfg, nil)
 	alice := a.join("r", "alice")
 	bob := a.join("r", "bob")

@@ -78,21 +78,23 @@ func FuzzDecodeClientMsg(f *testing.F) {
 func TestEncodeEvent(t *testing.T) {
 	e := lobby.Event{
 		Lobby: "r", Revision: 7, Term: 3, Host: "bob", PrevHost: "alice", Reason: lobby.ReasonLeaseExpired, Subject: "alice",
-		Members: []lobby.MemberView{{Player: "bob", JoinSeq: 2, Status: lobby.StatusOnline}, {Player: "carol", JoinSeq: 3, Status: lobby.StatusReconnecting}},
-		At:      time.Date(2030, 1, 1, 0, 0, 8, 0, time.UTC),
+		Members: []lobby.MemberView{{Player: "bob", JoinSeq: 2, Status: lobby.StatusOnline}, {Player: "carol", JoinSeq: 3, Status: lobby.StatusReconnecting,
+			ReconnectDeadline: time.Date(2030, 1, 1, 0, 0, 12, 0, time.UTC), Attrs: map[string]string{"team": "red"}}},
+		At: time.Date(2030, 1, 1, 0, 0, 8, 0, time.UTC),
 	}
 	var got map[string]any
 	now := time.Date(2030, 1, 1, 0, 0, 9, 0, time.UTC)
-	deadlines := map[string]time.Time{"carol": time.Date(2030, 1, 1, 0, 0, 12, 0, time.UTC), "bob": now}
-	if err := json.Unmarshal(encodeEvent(&e, deadlines, now), &got); err != nil {
+	if err := json.Unmarshal(encodeEvent(&e, now), &got); err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]any{
 		"type": "lobby.state", "version": 7.0, "term": 3.0, "hostId": "bob", "playerIds": []any{"bob", "carol"}, "roomId": "r",
 		"members": []any{
 			map[string]any{"userId": "bob", "joinSeq": 2.0, "status": "online", "host": true},
-			map[string]any{"userId": "carol", "joinSeq": 3.0, "status": "reconnecting", "host": false, "reconnectBy": "2030-01-01T00:00:12Z"},
+			map[string]any{"userId": "carol", "joinSeq": 3.0, "status": "reconnecting", "host": false, "reconnectBy": "2030-01-01T00:00:12Z",
+				"reconnect_deadline": "2030-01-01T00:00:12Z", "attrs": map[string]any{"team": "red"}},
 		},
+		"locked": false, "overrides": map[string]any{},
 		"reason": "lease_expired", "subjectId": "alice", "previousHostId": "alice", "at": "2030-01-01T00:00:08Z",
 		"serverTime": "2030-01-01T00:00:09Z",
 	}
@@ -102,10 +104,11 @@ func TestEncodeEvent(t *testing.T) {
 
 	snap := lobby.Snapshot{Lobby: "r", Revision: 0}
 	got = nil
-	if err := json.Unmarshal(encodeSnapshot(&snap, nil, now), &got); err != nil {
+	if err := json.Unmarshal(encodeSnapshot(&snap, now), &got); err != nil {
 		t.Fatal(err)
 	}
 	want = map[string]any{"type": "lobby.state", "version": 0.0, "term": 0.0, "hostId": nil, "playerIds": []any{}, "roomId": "r", "members": []any{}, "reason": "snapshot",
+		"locked": false, "overrides": map[string]any{},
 		"serverTime": "2030-01-01T00:00:09Z"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("encodeSnapshot of an empty lobby (-want +got):\n%s", diff)

@@ -23,6 +23,9 @@ type metrics struct {
 	typingDropped   prometheus.Counter
 	framesThrottled prometheus.Counter
 	originsRefused  prometheus.Counter
+	// storeCalls counts the server's calls to its store by method (see
+	// countingStore).
+	storeCalls *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -64,9 +67,13 @@ func newMetrics(s *Server) *metrics {
 			Name: "wsserver_origins_refused_total",
 			Help: "Requests refused because their Origin is not allowed.",
 		}),
+		storeCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "lobbyhost_store_calls_total",
+			Help: "Calls this process made to the lobby store, by method.",
+		}, []string{"method"}),
 	}
 	m.reg.MustRegister(m.ticketsIssued, m.upgradesRefused, m.sockets, m.clientMessages,
-		m.clientRefused, m.slowConsumers, m.typingDropped, m.framesThrottled, m.originsRefused,
+		m.clientRefused, m.slowConsumers, m.typingDropped, m.framesThrottled, m.originsRefused, m.storeCalls,
 		s.lobbyMetrics,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -20,15 +20,9 @@ import (
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 )
 
-// losingRelay is a shared store as seen by a process whose relay always
-// loses the race for the outbox: another process publishes every event.
-type losingRelay struct{ *memstore.Store }
-
-func (losingRelay) Pending(context.Context, int) ([]store.Event, error) { return nil, nil }
-
 // Two server processes on one shared store: players on different servers
-// see each other's changes although one server's relay never publishes
-// anything (peer refresh fills in).
+// see each other's changes, each server following the room through its
+// own watcher of the lobby's effects log.
 func TestTwoServersShareAStore(t *testing.T) {
 	st := memstore.New()
 	clock := clockwork.NewFakeClockAt(epoch)
@@ -38,11 +32,10 @@ func TestTwoServersShareAStore(t *testing.T) {
 			Authenticator: server.HeaderAuthenticator{},
 			Clock:         clock,
 			Policy:        testPolicy(),
-			PeerRefresh:   true,
 			Logger:        slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		}
 	}
-	a := startEnv(t, cfg(losingRelay{st}), nil)
+	a := startEnv(t, cfg(st), nil)
 	b := startEnv(t, cfg(st), nil)
 	const room = "shared"
 

@@ -33,6 +33,8 @@ const (
 	TypeChatSend     = "chat.send"
 	TypeHostTransfer = "host.transfer"
 	TypeLeave        = "leave"
+	TypeKick         = "kick" // host only: remove "target", blocking its return for "block_ms"
+	TypeLock         = "lock" // host only: "locked" true refuses new players, false admits them again
 	// TypeMessageRead is also a client message.
 )
 
@@ -56,6 +58,8 @@ const (
 	CodeNotEligible    = "not_eligible"
 	CodeRateLimited    = "rate_limited"
 	CodeLobbyFull      = "lobby_full"
+	CodeLobbyLocked    = "lobby_locked" // the join of a new player into a locked lobby
+	CodeBlocked        = "blocked"      // the join of a player the host kicked with a block still in force
 	CodeInternal       = "internal"
 )
 
@@ -77,6 +81,13 @@ const (
 	CloseSlowConsumer = 4008
 	// CloseLobbyFull: the lobby refused a new member.
 	CloseLobbyFull = 4009
+	// CloseKicked: the host removed the user from the lobby. Joining
+	// again may be refused (blocked) until the kick's block ends.
+	CloseKicked = 4010
+	// CloseLobbyLocked: the lobby is locked and refused a new member.
+	CloseLobbyLocked = 4011
+	// CloseBlocked: the user was kicked with a block still in force.
+	CloseBlocked = 4012
 )
 
 // memberMsg is one member in a lobby.state message.
@@ -88,6 +99,10 @@ type memberMsg struct {
 	// ReconnectBy is a reconnecting member's reconnect deadline: it is
 	// removed then unless it comes back.
 	ReconnectBy string `json:"reconnectBy,omitempty"`
+	// Attrs and ReconnectDeadline are spelled as in the lobby's JSON form
+	// (docs/rules.md); ReconnectDeadline equals ReconnectBy.
+	Attrs             map[string]string `json:"attrs,omitempty"`
+	ReconnectDeadline string            `json:"reconnect_deadline,omitempty"`
 }
 
 // stateMsg is the lobby.state message. The first four fields are the
@@ -100,8 +115,12 @@ type stateMsg struct {
 	RoomID    string   `json:"roomId"`
 	// Term is the host term: one more with every change of host; a
 	// client stamps host-only requests to other services with it.
-	Term    uint64      `json:"term"`
-	Members []memberMsg `json:"members"`
+	Term uint64 `json:"term"`
+	// Locked: the lobby refuses new players. Overrides are the lobby's
+	// own settings, in the lobby's JSON form ({} for none).
+	Locked    bool            `json:"locked"`
+	Overrides lobby.Overrides `json:"overrides"`
+	Members   []memberMsg     `json:"members"`
 	// Reason is the lobby reason of the change, or "snapshot" for a state
 	// read without knowing the change that led to it.
 	Reason string `json:"reason"`
@@ -134,32 +153,34 @@ func rawID(s string) json.RawMessage {
 	return b
 }
 
-func newStateMsg(room string, rev uint64, host string, members []lobby.MemberView, reconnectBy map[string]time.Time, now time.Time) stateMsg {
+func newStateMsg(room string, rev uint64, host string, locked bool, o lobby.Overrides, members []lobby.MemberView, now time.Time) stateMsg {
 	m := stateMsg{
 		Type:      TypeLobbyState,
 		Version:   rev,
 		HostID:    nullableID(host),
 		PlayerIDs: make([]string, len(members)),
 		RoomID:    room,
+		Locked:    locked,
+		Overrides: o,
 		Members:   make([]memberMsg, len(members)),
 		// ServerTime: see stateMsg.
 		ServerTime: formatTime(now),
 	}
 	for i, mv := range members {
 		m.PlayerIDs[i] = mv.Player
-		m.Members[i] = memberMsg{UserID: mv.Player, JoinSeq: mv.JoinSeq, Status: mv.Status.String(), Host: mv.Player == host}
-		if at, ok := reconnectBy[mv.Player]; ok && mv.Status == lobby.StatusReconnecting {
-			m.Members[i].ReconnectBy = formatTime(at)
+		m.Members[i] = memberMsg{UserID: mv.Player, JoinSeq: mv.JoinSeq, Status: mv.Status.String(), Host: mv.Player == host, Attrs: mv.Attrs}
+		if mv.Status == lobby.StatusReconnecting && !mv.ReconnectDeadline.IsZero() {
+			at := formatTime(mv.ReconnectDeadline)
+			m.Members[i].ReconnectBy, m.Members[i].ReconnectDeadline = at, at
 		}
 	}
 	return m
 }
 
 // encodeEvent returns the lobby.state message for a committed event, with
-// the reconnect deadlines of its reconnecting members and the server's
-// time now.
-func encodeEvent(e *lobby.Event, reconnectBy map[string]time.Time, now time.Time) []byte {
-	m := newStateMsg(e.Lobby, e.Revision, e.Host, e.Members, reconnectBy, now)
+// the server's time now.
+func encodeEvent(e *lobby.Event, now time.Time) []byte {
+	m := newStateMsg(e.Lobby, e.Revision, e.Host, e.Locked, e.Overrides, e.Members, now)
 	m.Term = e.Term
 	m.Reason = string(e.Reason)
 	m.SubjectID = rawID(e.Subject)
@@ -172,8 +193,8 @@ func encodeEvent(e *lobby.Event, reconnectBy map[string]time.Time, now time.Time
 
 // encodeSnapshot returns the lobby.state message for a snapshot; see
 // encodeEvent.
-func encodeSnapshot(s *lobby.Snapshot, reconnectBy map[string]time.Time, now time.Time) []byte {
-	m := newStateMsg(s.Lobby, s.Revision, s.Host, s.Members, reconnectBy, now)
+func encodeSnapshot(s *lobby.Snapshot, now time.Time) []byte {
+	m := newStateMsg(s.Lobby, s.Revision, s.Host, s.Locked, s.Overrides, s.Members, now)
 	m.Term = s.Term
 	m.Reason = ReasonSnapshot
 	return mustJSON(m)
@@ -275,6 +296,12 @@ type clientMsg struct {
 	ClientMsgID     string `json:"clientMsgId"`
 	ClientMessageID string `json:"clientMessageId"`
 	MessageID       string `json:"messageId"`
+
+	// kick's target is "target" (or any of host.transfer's names) and
+	// its block in milliseconds; lock's flag.
+	Target  string `json:"target"`
+	BlockMs *int64 `json:"block_ms"`
+	Locked  *bool  `json:"locked"`
 
 	// host.transfer's target, under any of these names.
 	To           string `json:"to"`
@@ -406,4 +433,34 @@ func (m *clientMsg) transferTarget() (string, *refusal) {
 		return "", refuse(CodeBadField, `"to" is not a valid user ID`)
 	}
 	return to, nil
+}
+
+// maxBlock bounds the block a kick may ask for.
+const maxBlock = 24 * time.Hour
+
+// kickTarget returns the kick's target and block.
+func (m *clientMsg) kickTarget() (string, time.Duration, *refusal) {
+	to := m.Target
+	if to == "" {
+		for _, v := range []string{m.To, m.TargetUserID, m.TargetID} {
+			if v != "" {
+				to = v
+				break
+			}
+		}
+	}
+	if to == "" {
+		return "", 0, refuse(CodeBadField, `"target" is required`)
+	}
+	if lobby.ValidateID(to) != nil {
+		return "", 0, refuse(CodeBadField, `"target" is not a valid user ID`)
+	}
+	var block time.Duration
+	if m.BlockMs != nil {
+		if *m.BlockMs < 0 || *m.BlockMs > maxBlock.Milliseconds() {
+			return "", 0, refuse(CodeBadField, `"block_ms" must be 0 to 86400000`)
+		}
+		block = time.Duration(*m.BlockMs) * time.Millisecond
+	}
+	return to, block, nil
 }

@@ -1,20 +1,15 @@
 package server
 
 import (
-	"context"
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/coder/websocket"
-
-	"github.com/lobbyhost/lobbyhost/lobby"
 )
 
 // hub holds the rooms that have (or recently had) sockets in this process.
 //
-// Lock order: hub.mu, then room.mu, then client.mu. Nothing holding one of
-// them calls the lobby Service (whose observer takes them).
+// Lock order: room.watchMu, then hub.mu, then room.mu, then client.mu.
+// Nothing holding hub.mu, room.mu or client.mu calls the lobby Service.
 type hub struct {
 	s     *Server
 	mu    sync.Mutex
@@ -47,6 +42,11 @@ type room struct {
 	// classes is the client class of each user's latest socket here,
 	// for the Service's grace advice (lobby.WithClientClass).
 	classes map[string]string
+
+	// watchMu serialises opening and closing the room's watcher; watch
+	// is set while the room has local sockets (see watch.go).
+	watchMu sync.Mutex
+	watch   *roomWatch
 }
 
 type chatEntry struct {
@@ -102,21 +102,6 @@ func (h *hub) get(id string) *room {
 	return h.rooms[id]
 }
 
-// activeRooms returns the rooms that have sockets now.
-func (h *hub) activeRooms() []*room {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	out := make([]*room, 0, len(h.rooms))
-	for _, r := range h.rooms {
-		r.mu.Lock()
-		if len(r.clients) > 0 {
-			out = append(out, r)
-		}
-		r.mu.Unlock()
-	}
-	return out
-}
-
 // clients returns every socket of every room.
 func (h *hub) allClients() []*client {
 	h.mu.Lock()
@@ -151,54 +136,15 @@ func (h *hub) sweep(now time.Time, linger time.Duration) {
 	}
 }
 
-// Publish implements lobby.Publisher: committed events reach the local
-// sockets of their room, and lobbies left empty are queued for reclaiming.
-func (h *hub) Publish(ctx context.Context, events []lobby.Event) error {
-	for i := range events {
-		e := &events[i]
-		if len(e.Members) == 0 {
-			select {
-			case h.empty <- e.Lobby:
-			default:
-			}
-		}
-		r := h.get(e.Lobby)
-		if r == nil || !r.wantsState(e.Revision) {
-			continue
-		}
-		r.broadcastState(e.Revision, encodeEvent(e, h.s.deadlines.of(ctx, e.Lobby, e.Members, e), h.s.clock.Now()))
-	}
-	return nil
-}
-
-// endGeneration closes the socket holding generation e.Gen of lobby id, if
-// this process has it.
-func (h *hub) endGeneration(id string, e lobby.Ended) {
-	r := h.get(id)
-	if r == nil {
-		return
-	}
-	r.mu.Lock()
-	c := r.byGen[e.Gen]
-	r.mu.Unlock()
-	if c == nil || c.user != e.Player {
-		return
-	}
-	switch e.Cause {
-	case lobby.EndTimedOut:
-		c.kick(CloseRejoin, "heartbeat deadline passed; rejoin", false)
-	case lobby.EndSuperseded:
-		c.kick(CloseSuperseded, "superseded by a newer connection", false)
-	case lobby.EndLeft:
-		c.kick(CloseLeft, "left the lobby", false)
-	default:
-		c.kick(websocket.StatusNormalClosure, "connection ended", false)
-	}
-}
-
 // detach removes c. If c was its user's last socket here and the user was
-// typing, the others learn that the user stopped.
+// typing, the others learn that the user stopped. The room's watcher is
+// closed with its last socket.
 func (r *room) detach(c *client, now time.Time) {
+	r.remove(c, now)
+	r.closeWatch()
+}
+
+func (r *room) remove(c *client, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.clients, c)

@@ -43,8 +43,8 @@ type Server struct {
 	hub          *hub
 	metrics      *metrics
 	handler      http.Handler
-	// deadlines: see deadlines.go.
-	deadlines deadlines
+	// st is Config.Store wrapped in the call counter of /metrics.
+	st store.Store
 
 	instance       string
 	msgSeq         atomic.Uint64
@@ -118,8 +118,8 @@ func New(cfg Config) (*Server, error) {
 		lobbyprom.WithAdvisor(nil, graceAdviceQuantile),
 		lobbyprom.WithAdvisorFeed(),
 		lobbyprom.WithClassAdvice(func(q float64) []lobby.ClassAdvice { return s.svc.Advice(q) }, graceAdviceQuantile))
-	s.deadlines.s = s
 	s.metrics = newMetrics(s)
+	s.st = countStore(cfg.Store, s.metrics.storeCalls)
 	s.hub = newHub(s)
 	if len(cfg.AllowedOrigins) == 0 {
 		cfg.Logger.Warn("no allowed origins: browsers cannot use this server (Config.AllowedOrigins)")
@@ -139,7 +139,6 @@ func New(cfg Config) (*Server, error) {
 	opts := []lobby.Option{
 		lobby.WithPolicy(cfg.Policy),
 		lobby.WithClock(cfg.Clock),
-		lobby.WithPublisher(s.hub),
 		lobby.WithLogger(cfg.Logger),
 		lobby.WithObserver(observer{s}),
 		lobby.WithClientClass(s.hub.clientClass),
@@ -147,7 +146,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PseudonymKey != nil {
 		opts = append(opts, lobby.WithPseudonymKey(cfg.PseudonymKey))
 	}
-	svc, err := lobby.NewService(cfg.Store, opts...)
+	svc, err := lobby.NewService(s.st, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -219,8 +218,8 @@ func (s *Server) HTTPServer() *http.Server {
 }
 
 // Run does the lobby's background work until ctx is done: expiries at their
-// deadlines, relaying committed events to the sockets, and (with
-// PeerRefresh) refreshing rooms when other processes write. It returns nil
+// deadlines, and listening to the store's change notifications, through
+// which the room watchers learn of other processes' commits. It returns nil
 // when ctx is done, or an error if it cannot start (the lobby Service is
 // already running, the store's notifications cannot be set up).
 func (s *Server) Run(ctx context.Context) error {
@@ -242,10 +241,6 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	go func() { defer wg.Done(); s.janitor(ctx) }()
 	go func() { defer wg.Done(); s.reclaimer(ctx) }()
-	if s.cfg.PeerRefresh {
-		wg.Add(1)
-		go func() { defer wg.Done(); s.peerRefresh(ctx) }()
-	}
 	wg.Wait()
 	select {
 	case err := <-errc:
@@ -319,72 +314,25 @@ func (s *Server) reclaimer(ctx context.Context) {
 	}
 }
 
-// peerRefresh sends fresh snapshots to local sockets when the store says
-// some process wrote: events another process's relay published never reach
-// this process's publisher.
-func (s *Server) peerRefresh(ctx context.Context) {
-	n, ok := s.cfg.Store.(store.Notifier)
-	if !ok {
-		s.log.Warn("peer refresh disabled: the store has no change notifications")
-		return
-	}
-	ch, err := n.Notify(ctx)
-	if err != nil {
-		s.log.Error("peer refresh disabled: store notifications failed", "err", err)
-		return
-	}
-	// Writes committed before the subscription was in place were never
-	// signalled: catch up on them once.
-	s.refreshRooms(ctx)
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		}
-		s.refreshRooms(ctx)
-		t := time.NewTimer(s.cfg.PeerRefreshInterval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// refreshRooms sends each room with local sockets its current snapshot
-// where it is newer than what the sockets have.
-func (s *Server) refreshRooms(ctx context.Context) {
-	for _, r := range s.hub.activeRooms() {
-		snap, err := s.svc.Snapshot(ctx, r.id)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.log.Warn("peer refresh failed", "room", r.id, "err", err)
-			}
-			continue
-		}
-		if r.wantsState(snap.Revision) {
-			r.broadcastState(snap.Revision, encodeSnapshot(&snap, s.deadlines.of(ctx, r.id, snap.Members, nil), s.clock.Now()))
-		}
-	}
-}
-
 func (s *Server) nextMessageID() string {
 	return fmt.Sprintf("%s-%d", s.instance, s.msgSeq.Add(1))
 }
 
-// observer feeds the lobby metrics, closes sockets whose generation a
-// transition ended, and passes everything on to Config.Observer.
+// observer feeds the lobby metrics, queues lobbies this process's commits
+// left empty for reclaiming, and passes everything on to Config.Observer.
+// Sockets learn of commits from their room's watcher (watch.go), not here:
+// the observer sees only this process's commands.
 type observer struct{ s *Server }
 
 func (o observer) Observe(ctx context.Context, ob lobby.Observation) {
 	o.s.lobbyMetrics.Observe(ctx, ob)
-	for _, e := range ob.Result.Ended {
-		o.s.hub.endGeneration(ob.Lobby, e)
+	if ev := ob.Result.Events; ob.Err == nil && ob.Committed && len(ev) > 0 && len(ev[len(ev)-1].Members) == 0 {
+		// Every commit is observed by the process that made it, so each
+		// emptied lobby is queued once, somewhere.
+		select {
+		case o.s.hub.empty <- ob.Lobby:
+		default:
+		}
 	}
 	if o.s.cfg.Observer != nil {
 		o.s.cfg.Observer.Observe(ctx, ob)
@@ -613,7 +561,7 @@ func (s *Server) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_, _ = w.Write(encodeSnapshot(&snap, s.deadlines.of(r.Context(), room, snap.Members, nil), s.clock.Now()))
+	_, _ = w.Write(encodeSnapshot(&snap, s.clock.Now()))
 }
 
 func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) {
@@ -697,6 +645,14 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	c.class = clientClassOf(r.UserAgent())
 	defer c.stop()
 	c.room = s.hub.attach(t.Room, c)
+	// The room's watcher is open before the join, so the join and every
+	// commit after it reach the room's sockets in order (watch.go).
+	if err := c.room.openWatch(s); err != nil {
+		c.room.detach(c, s.clock.Now())
+		s.log.Error("room watch failed", "room", t.Room, "err", err)
+		s.refuseUpgrade(w, http.StatusInternalServerError, "internal", "cannot follow the lobby")
+		return
+	}
 	var res lobby.Result
 	var joinErr error
 	joined := false
@@ -755,10 +711,15 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
 	pseudo := s.svc.Pseudonym(c.user)
 	if joinErr != nil {
-		code, status, reason := CodeInternal, websocket.StatusInternalError, "cannot join the lobby"
-		if errors.Is(joinErr, lobby.ErrLobbyFull) {
+		code, status, reason := CodeInternal, websocket.StatusCode(websocket.StatusInternalError), "cannot join the lobby"
+		switch {
+		case errors.Is(joinErr, lobby.ErrLobbyFull):
 			code, status, reason = CodeLobbyFull, CloseLobbyFull, "lobby full"
-		} else {
+		case errors.Is(joinErr, lobby.ErrLocked):
+			code, status, reason = CodeLobbyLocked, CloseLobbyLocked, "lobby locked"
+		case errors.Is(joinErr, lobby.ErrBlocked):
+			code, status, reason = CodeBlocked, CloseBlocked, "blocked by the host"
+		default:
 			s.log.Error("join failed", "room", c.roomID, "player", pseudo, "err", joinErr)
 		}
 		c.enqueue(encodeError(code, reason, ""))
@@ -769,9 +730,7 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 	}
 	if n := len(res.Events); n > 0 {
 		e := res.Events[n-1]
-		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		c.offerState(e.Revision, encodeEvent(&e, s.deadlines.of(ctx, c.roomID, e.Members, &e), s.clock.Now()))
-		cancel()
+		c.offerState(e.Revision, encodeEvent(&e, s.clock.Now()))
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		snap, err := s.svc.Snapshot(ctx, c.roomID)
@@ -779,7 +738,7 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 			s.log.Error("snapshot failed", "room", c.roomID, "err", err)
 			c.kick(websocket.StatusInternalError, "cannot read the lobby", false)
 		} else {
-			c.offerState(snap.Revision, encodeSnapshot(&snap, s.deadlines.of(ctx, c.roomID, snap.Members, nil), s.clock.Now()))
+			c.offerState(snap.Revision, encodeSnapshot(&snap, s.clock.Now()))
 		}
 		cancel()
 	}
