@@ -92,7 +92,7 @@ type watcher struct {
 	done     chan struct{}
 	endErr   error
 
-	states, delivered, gaps, missed, dups, outOfOrder, snapshotJumps, unexpected int
+	states, delivered, setupGaps, gaps, missed, dups, outOfOrder, snapshotJumps, unexpected int
 	lat                                                                          [2][]time.Duration // same process, other process
 	latSnapshot                                                                  [2][]time.Duration
 }
@@ -135,6 +135,8 @@ func (w *watcher) read() {
 		case v < last:
 			w.outOfOrder++
 			continue
+		case v > last+1 && s.Reason != ReasonSnapshot && !w.room.ready.Load():
+			w.setupGaps++ // among the watchers' own joins, before the churn
 		case v > last+1 && s.Reason != ReasonSnapshot:
 			w.gaps++
 			w.missed += int(v - last - 1)
@@ -185,10 +187,10 @@ func Fanout(ctx context.Context, c *Client, cfg FanoutConfig) (*Report, error) {
 		return nil, errors.New("fanout needs servers, rooms per server, a rate and a duration")
 	}
 	if cfg.Writers <= 0 {
-		cfg.Writers = 256
+		cfg.Writers = 512
 	}
 	if cfg.SetupConcurrency <= 0 {
-		cfg.SetupConcurrency = 64
+		cfg.SetupConcurrency = 128
 	}
 	if cfg.Drain <= 0 {
 		cfg.Drain = 10 * time.Second
@@ -401,6 +403,7 @@ func Fanout(ctx context.Context, c *Client, cfg FanoutConfig) (*Report, error) {
 			rep.Deliveries.Expected += int64(nops)
 			rep.Deliveries.Received += int64(w.delivered)
 			rep.Deliveries.Gaps += int64(w.gaps)
+			rep.Deliveries.SetupGaps += int64(w.setupGaps)
 			rep.Deliveries.Missed += int64(w.missed)
 			rep.Deliveries.Duplicates += int64(w.dups)
 			rep.Deliveries.OutOfOrder += int64(w.outOfOrder)

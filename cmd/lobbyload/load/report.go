@@ -40,7 +40,8 @@ type Report struct {
 type Deliveries struct {
 	Expected      int64 `json:"expected"`
 	Received      int64 `json:"received"`
-	Gaps          int64 `json:"gaps"`   // jumps not marked as snapshots
+	Gaps          int64 `json:"gaps"`      // jumps not marked as snapshots, during the churn
+	SetupGaps     int64 `json:"setupGaps"` // such jumps among the watchers' own joins, before the churn
 	Missed        int64 `json:"missed"` // revisions skipped by those jumps
 	Duplicates    int64 `json:"duplicates"`
 	OutOfOrder    int64 `json:"outOfOrder"`
@@ -95,8 +96,8 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "changes: target %.0f/s, achieved %.0f/s over %.0fs; sent %d, failed %d; setup %.1fs, drain %.1fs\n",
 		r.TargetRate, r.AchievedRate, r.Duration, r.ChangesSent, r.ChangesFailed, r.SetupSeconds, r.DrainSeconds)
 	d := r.Deliveries
-	fmt.Fprintf(w, "deliveries: expected %d, received %d; gaps %d (%d revisions missed), duplicates %d, out of order %d, snapshot jumps %d, unexpected %d\n",
-		d.Expected, d.Received, d.Gaps, d.Missed, d.Duplicates, d.OutOfOrder, d.SnapshotJumps, d.Unexpected)
+	fmt.Fprintf(w, "deliveries: expected %d, received %d; gaps %d (%d revisions missed; %d more gaps during setup), duplicates %d, out of order %d, snapshot jumps %d, unexpected %d\n",
+		d.Expected, d.Received, d.Gaps, d.Missed, d.SetupGaps, d.Duplicates, d.OutOfOrder, d.SnapshotJumps, d.Unexpected)
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}
@@ -118,11 +119,16 @@ func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintln(tw, "process\tserved changes\tLoad\tReadLog\tLogHeads\treads/change\treads/served change\t")
 	for _, p := range r.Processes {
 		if !p.StoreCallsMeasured {
-			fmt.Fprintf(tw, "%s\t%d\tn/a\tn/a\tn/a\tn/a\tn/a\t(%s)\n", p.Server, p.ChangesInServedRooms, p.Note)
+			fmt.Fprintf(tw, "%s\t%d\tn/a\tn/a\tn/a\tn/a\tn/a\t\n", p.Server, p.ChangesInServedRooms)
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t\n", p.Server, p.ChangesInServedRooms,
 			p.StoreCalls["Load"], p.StoreCalls["ReadLog"], p.StoreCalls["LogHeads"], p.ReadsPerChange, p.ReadsPerServedChange)
 	}
 	tw.Flush()
+	for _, p := range r.Processes {
+		if p.Note != "" {
+			fmt.Fprintf(w, "%s: %s\n", p.Server, p.Note)
+		}
+	}
 }
