@@ -93,8 +93,8 @@ type watcher struct {
 	endErr   error
 
 	states, delivered, setupGaps, gaps, missed, dups, outOfOrder, snapshotJumps, unexpected int
-	lat                                                                          [2][]time.Duration // same process, other process
-	latSnapshot                                                                  [2][]time.Duration
+	lat                                                                                     [2][]time.Duration // same process, other process
+	latSnapshot                                                                             [2][]time.Duration
 }
 
 const (

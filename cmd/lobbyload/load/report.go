@@ -42,7 +42,7 @@ type Deliveries struct {
 	Received      int64 `json:"received"`
 	Gaps          int64 `json:"gaps"`      // jumps not marked as snapshots, during the churn
 	SetupGaps     int64 `json:"setupGaps"` // such jumps among the watchers' own joins, before the churn
-	Missed        int64 `json:"missed"` // revisions skipped by those jumps
+	Missed        int64 `json:"missed"`    // revisions skipped by those jumps
 	Duplicates    int64 `json:"duplicates"`
 	OutOfOrder    int64 `json:"outOfOrder"`
 	SnapshotJumps int64 `json:"snapshotJumps"`
