@@ -16,6 +16,7 @@
 #   HOME_ONLY 1: watch each room on its home process only [0]
 #   LOBBYHOST_POSTGRES_DSN [postgres://postgres@127.0.0.1:5432/test?sslmode=disable]
 #   LOBBYHOST_REDIS_ADDR   [127.0.0.1:6379]
+#   DRAIN     how long to wait for the last deliveries [30s]
 #   OUT       directory for binaries, logs and JSON reports [a new temp dir]
 # The servers run with -heartbeat-ttl 0, so the only lobby writes are the
 # tool's changes (and setup joins), and store reads per change are not
@@ -74,7 +75,7 @@ for store in $stores; do
 	list=$(IFS=,; echo "${servers[*]}")
 	echo
 	echo "=== $store: $n process(es) $list; $rooms rooms each; $rate changes/s for $duration"
-	"$out/lobbyload" -servers "$list" -rooms "$rooms" -rate "$rate" -duration "$duration" "${home_only[@]}" \
+	"$out/lobbyload" -servers "$list" -rooms "$rooms" -rate "$rate" -duration "$duration" -drain "${DRAIN:-30s}" "${home_only[@]}" \
 		-json "$out/$store.json" || echo "lobbyload failed on $store"
 	stop_servers
 	case $store in
