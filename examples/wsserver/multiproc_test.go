@@ -1,7 +1,8 @@
 package main
 
 // Three real server processes (the built binary, started with exec) on one
-// shared store, driven by a seeded random schedule of joins, closes, second
+// shared store, driven by a seeded random schedule of joins (some in bursts
+// on every process at once), closes, second
 // tabs on another process (superseding the first under -max-tabs 1) and
 // sockets that go silent, then a kill -9 of one process. Every socket's
 // lobby.state stream is checked for gaps, duplicates and reordering, and
@@ -495,7 +496,29 @@ func mpRun(t *testing.T, bin string, storeArgs ...string) {
 	step := func(i int) {
 		room := rooms[rng.IntN(len(rooms))]
 		live := h.live(room)
-		switch a := rng.IntN(10); {
+		switch a := rng.IntN(12); {
+		case a >= 10: // a burst: players join at once on every process
+			var joiners []string
+			for _, u := range users {
+				if !hasSocket(room, u) && len(joiners) < 3 {
+					joiners = append(joiners, u)
+				}
+			}
+			var bw sync.WaitGroup
+			for j, u := range joiners {
+				p := h.procs[(i+j)%len(h.procs)]
+				if p.killed {
+					continue
+				}
+				bw.Add(1)
+				go func() {
+					defer bw.Done()
+					if _, err := mpDial(t, h, p, room, u); err != nil {
+						t.Errorf("step %d: burst join %s in %s on process %d: %v", i, u, room, p.idx, err)
+					}
+				}()
+			}
+			bw.Wait()
 		case a < 4: // a join on a random process
 			user := users[rng.IntN(len(users))]
 			if hasSocket(room, user) {
