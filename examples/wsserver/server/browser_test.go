@@ -6,10 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
 )
 
 // findChromium returns the browser to drive: $LOBBYHOST_CHROMIUM, or
@@ -224,4 +227,135 @@ func pollTrue(expr string, timeout time.Duration) chromedp.Action[chromedp.Void]
 		_, err := chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(20*time.Millisecond))(ctx, tgt)
 		return err
 	})
+}
+
+// docsImage returns the path of an image under the repository's docs/img,
+// found from this file's location, so the page's picture in the
+// documentation is rewritten in place whatever directory the test runs in.
+func docsImage(t *testing.T, name string) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		t.Fatal("cannot locate the test source")
+	}
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "docs", "img")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatalf("docs/img: %v", err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// The page's game-server controls in a real browser: the host sees Kick
+// buttons and the Lock toggle, a plain member sees neither; locking shows
+// the badge and refuses a new player; a reconnecting member counts down;
+// kicking closes the target's socket with the kicked code. The final page
+// is saved as docs/img/wsserver-kick-lock.png.
+func TestBrowserKickAndLock(t *testing.T) {
+	chromium := findChromium(t)
+	e := newEnv(t, nil)
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+		chromedp.ExecPath(chromium),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-quic", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1100, 760),
+	)
+	defer cancelAlloc()
+	browser, cancelBrowser := chromedp.NewContext(alloc)
+	defer cancelBrowser()
+	if err := chromedp.Do(browser); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	newPage := func() (context.Context, context.CancelFunc) {
+		ctx, cancel := chromedp.NewContext(browser)
+		if err := chromedp.Do(ctx); err != nil {
+			t.Fatalf("opening a tab: %v", err)
+		}
+		return ctx, cancel
+	}
+	run := func(page context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(page, waitLimit)
+		defer cancel()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	waitJS := func(page context.Context, what, expr string) {
+		t.Helper()
+		run(page, "waiting for "+what, pollTrue(expr, waitLimit))
+	}
+	member := func(user, class string) string {
+		return fmt.Sprintf(`!!document.querySelector('#members li[data-user=%q]%s')`, user, class)
+	}
+	const room = "arena"
+
+	alice, closeAlice := newPage()
+	defer closeAlice()
+	erin, closeErin := newPage()
+	defer closeErin()
+	run(alice, "alice opens the page", chromedp.Navigate(e.ts.URL+"/?user=alice&room="+room))
+	waitJS(alice, "alice hosting", member("alice", ".host")+` && document.querySelector('#role').dataset.role === 'host'`)
+	bob := e.join(room, "bob")
+	carol := e.join(room, "carol")
+	run(erin, "erin opens the page", chromedp.Navigate(e.ts.URL+"/?user=erin&room="+room))
+	waitJS(erin, "erin sees everybody", member("alice", ".host")+` && `+member("carol", "")+` && `+member("erin", ".me"))
+
+	// The host's controls, and none for a plain member.
+	waitJS(alice, "Kick buttons and the Lock toggle", `['bob', 'carol', 'erin'].every(u => !!document.querySelector('#members li[data-user="' + u + '"] .kick')) && `+
+		`!document.querySelector('#members li[data-user="alice"] .kick') && `+
+		`!document.querySelector('#lock').hidden && document.querySelector('#lock').textContent === 'Lock' && document.querySelector('#locked-badge').hidden`)
+	waitJS(erin, "no host controls for a member", `document.querySelectorAll('#members .kick').length === 0 && document.querySelector('#lock').hidden`)
+
+	// Lock: everybody sees the badge, a new player is refused.
+	run(alice, "alice locks", chromedp.Click("#lock"))
+	waitJS(alice, "the locked badge and Unlock", `!document.querySelector('#locked-badge').hidden && document.querySelector('#lock').textContent === 'Unlock'`)
+	waitJS(erin, "the locked badge for a member", `!document.querySelector('#locked-badge').hidden && document.querySelector('#lock').hidden`)
+	bob.waitState("locked", func(m msg) bool { return m.Reason == "locked" })
+	if code, close := e.dialRefused(room, "dave"); code != "lobby_locked" || close != server.CloseLobbyLocked {
+		t.Errorf("a new player in the locked lobby: %q, close %d; want lobby_locked, %d", code, close, server.CloseLobbyLocked)
+	}
+
+	// carol's socket drops: the host's page counts down her grace.
+	carol.conn.CloseNow()
+	countdown := `document.querySelector('#members li[data-user="carol"] .countdown')`
+	waitJS(alice, "carol's countdown", member("carol", ".reconnecting")+` && `+countdown+` && /^[0-9]+ s left$/.test(`+countdown+`.textContent)`)
+	left, err := chromedp.Run(alice, chromedp.Evaluate[string](countdown+`.textContent`))
+	if err != nil || (left != "8 s left" && left != "7 s left") {
+		t.Errorf("carol's countdown right after she dropped: %q (%v), want the grace, 8 s (7 s if a second passed)", left, err)
+	}
+
+	// Kick bob: his socket is closed with the kicked code, the pages
+	// drop him, and he cannot come back while the block lasts.
+	run(alice, "alice kicks bob", chromedp.Click(`#members li[data-user="bob"] .kick`))
+	if code := bob.waitClosed(); code != server.CloseKicked {
+		t.Errorf("kicked bob: closed with %d, want %d", code, server.CloseKicked)
+	}
+	for _, p := range []context.Context{alice, erin} {
+		waitJS(p, "bob gone", `!`+member("bob", "")+` && document.querySelector('#last-change').textContent.includes('kicked · bob')`)
+	}
+	if code, close := e.dialRefused(room, "bob"); code != "blocked" || close != server.CloseBlocked {
+		t.Errorf("kicked bob joining again: %q, close %d; want blocked, %d", code, close, server.CloseBlocked)
+	}
+	waitJS(alice, "the final page", member("alice", ".host")+` && `+member("erin", "")+` && `+member("carol", ".reconnecting")+` && `+countdown+
+		` && !document.querySelector('#locked-badge').hidden && document.querySelectorAll('#members li').length === 3`)
+
+	ctx, cancel := context.WithTimeout(alice, waitLimit)
+	defer cancel()
+	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	path := docsImage(t, "wsserver-kick-lock.png")
+	if err := os.WriteFile(path, shot, 0o644); err != nil {
+		t.Fatalf("saving the screenshot: %v", err)
+	}
+	t.Logf("screenshot of the host's page after lock and kick: %s", path)
 }

@@ -46,10 +46,15 @@ type client struct {
 	done       chan struct{}
 	writerDone chan struct{}
 
-	mu          sync.Mutex
-	gen         uint64
-	highest     uint64 // highest lobby revision queued
-	hasState    bool
+	mu       sync.Mutex
+	gen      uint64
+	highest  uint64 // highest lobby revision queued
+	hasState bool
+	// admitted is set once the socket's join succeeded; until then lobby
+	// states are held back (held), so that a socket the lobby refuses
+	// sees none, and one it admits sees every state in order.
+	admitted    bool
+	held        [][]byte
 	ready       bool // receives chat, receipts and typing
 	kicked      bool
 	hard        bool // the kick was for a failure: no flush, short close
@@ -112,7 +117,30 @@ func (c *client) offerState(rev uint64, payload []byte) {
 		return
 	}
 	c.hasState, c.highest = true, rev
+	if !c.admitted {
+		if len(c.held) >= cap(c.send) {
+			// As many changes as the send queue holds, during one join:
+			// treat it like a queue overflow.
+			c.s.metrics.slowConsumers.Inc()
+			c.kickLocked(CloseSlowConsumer, "send queue overflow", true)
+			return
+		}
+		c.held = append(c.held, payload)
+		return
+	}
 	c.enqueueLocked(payload, false)
+}
+
+// admit sends the states held back until the join and lets later ones
+// through.
+func (c *client) admit() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.admitted = true
+	for _, m := range c.held {
+		c.enqueueLocked(m, false)
+	}
+	c.held = nil
 }
 
 // enqueue queues a message for this socket alone.

@@ -36,13 +36,16 @@
 //
 // # Several processes
 //
-// With a store shared by several processes (PostgreSQL, Redis), each
-// committed event is published by whichever process's relay picked it up,
-// so a process does not see through its own relay every event of the rooms
-// it serves. With Config.PeerRefresh, the server also listens to the store's
-// change notifications (store.Notifier) and, when woken, fetches a snapshot
-// of every room it has sockets in and sends it where it is newer than what
-// the sockets have. Chat, typing and read receipts stay inside one process:
+// Each room with sockets in this process follows its lobby through one
+// lobby.Watcher (lobby.Service.Watch), opened before the room's first join
+// and closed with its last socket. The watcher brings every commit to the
+// lobby, whichever process made it, in order: the room sends one lobby.state
+// per revision and closes at once each local socket whose connection the
+// commit ended (superseded, left, kicked, timed out). With a store shared by
+// several processes (PostgreSQL, Redis), commits made elsewhere arrive
+// through the store's change notifications, which Server.Run listens to,
+// and cost one read of the changed lobby's log; rooms that did not change
+// cost nothing. Chat, typing and read receipts stay inside one process:
 // only lobby state is shared. Tickets are redeemed by the process that issued
 // them unless Config.Tickets is shared.
 //

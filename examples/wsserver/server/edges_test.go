@@ -442,9 +442,11 @@ func TestContinuationFloodIsThrottled(t *testing.T) {
 	e.waitMetric("wsserver_frames_throttled_total", 1)
 }
 
-// Two tabs of one user on two processes, with one tab allowed: the tab
-// the other process superseded is told so (4002), not asked to rejoin
-// (4001), so the two pages do not take turns superseding each other.
+// Two tabs of one user on two processes, with one tab allowed and
+// heartbeat deadlines on: the tab the other process superseded is told so
+// (4002), not asked to rejoin (4001), so the two pages do not take turns
+// superseding each other; and the clock moving on (heartbeats, pings) does
+// not change that.
 func TestSupersededOnAnotherProcess(t *testing.T) {
 	st := memstore.New()
 	clock := newEnvClock()
@@ -462,8 +464,6 @@ func TestSupersededOnAnotherProcess(t *testing.T) {
 	first.waitType("typing.state")
 	second := b.join("r", "alice")
 	second.waitType("typing.state")
-	// Process a learns of the superseding only when the tab's next
-	// heartbeat comes back stale.
 	a.advanceUntil(10*time.Second, func(d time.Duration) bool {
 		select {
 		case <-first.closed:

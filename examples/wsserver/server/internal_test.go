@@ -321,11 +321,20 @@ func TestRoomFromPath(t *testing.T) {
 }
 
 // A socket never receives a lobby state older than, or as old as, one it
-// already has, whichever path (join result, relay, peer refresh) offers it.
+// already has, whichever path (join result, room watcher) offers it; and
+// states offered before its join succeeded are held back until then, in
+// order.
 func TestOfferStateKeepsRevisionOrder(t *testing.T) {
 	c := &client{send: make(chan []byte, 16), done: make(chan struct{})}
 	r := &room{clients: map[*client]struct{}{c: {}}}
-	for _, rev := range []uint64{5, 3, 5, 6} {
+	for _, rev := range []uint64{5, 3} {
+		c.offerState(rev, []byte{byte(rev)})
+	}
+	if len(c.send) != 0 {
+		t.Fatalf("%d states queued before the join succeeded, want none", len(c.send))
+	}
+	c.admit()
+	for _, rev := range []uint64{5, 6} {
 		c.offerState(rev, []byte{byte(rev)})
 	}
 	if r.wantsState(4) || r.wantsState(6) || !r.wantsState(7) {

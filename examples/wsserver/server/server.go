@@ -728,6 +728,7 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 		c.room.detach(c, s.clock.Now())
 		return
 	}
+	c.admit()
 	if n := len(res.Events); n > 0 {
 		e := res.Events[n-1]
 		c.offerState(e.Revision, encodeEvent(&e, s.clock.Now()))

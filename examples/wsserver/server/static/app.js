@@ -37,6 +37,7 @@
     userAsked: false,   // the next connect was asked for by the user
     members: [],
     host: null,
+    locked: false,      // the lobby refuses new players
     messages: new Map(), // messageId → {msg, readBy:Set, el}
     typing: new Map(),   // userId → timer
     readsSent: new Set(),
@@ -159,10 +160,14 @@
       log(`socket closed ${ev.code} ${ev.reason}`);
       // 4002: a newer tab (here or on another server) took over: coming
       // back would take the place from it, and it would come back in
-      // turn. 4003: we left. 4009: the lobby is full. None of them is
-      // retried; anything else that we did not ask for is worth a
-      // reconnect within the grace.
-      const removed = { 4002: 'another tab took over', 4003: 'you left', 4009: 'the lobby is full' }[ev.code];
+      // turn. 4003: we left. 4009: the lobby is full. 4010: the host
+      // kicked us. 4011: the lobby is locked. 4012: a kick still blocks
+      // us. None of them is retried; anything else that we did not ask
+      // for is worth a reconnect within the grace.
+      const removed = {
+        4002: 'another tab took over', 4003: 'you left', 4009: 'the lobby is full',
+        4010: 'the host removed you', 4011: 'the lobby is locked', 4012: 'you are blocked from this lobby',
+      }[ev.code];
       if (removed) {
         setConn('removed', removed);
         return;
@@ -231,6 +236,7 @@
     }
     st.highest = msg.version;
     st.host = msg.hostId;
+    st.locked = msg.locked === true;
     const server = Date.parse(msg.serverTime);
     if (!isNaN(server)) st.clockSkew = server - Date.now();
     st.members = Array.isArray(msg.members)
@@ -268,12 +274,15 @@
       } else {
         status.textContent = m.status === 'reconnecting' ? 'reconnecting…' : (m.userId === st.host ? 'host' : 'online');
       }
-      if (m.status === 'reconnecting' && m.reconnectBy) {
-        const deadline = Date.parse(m.reconnectBy);
+      // The reconnect deadline (reconnect_deadline, or reconnectBy from
+      // older servers): count down to it on the server's clock.
+      const reconnectBy = m.reconnect_deadline || m.reconnectBy;
+      if (m.status === 'reconnecting' && reconnectBy) {
+        const deadline = Date.parse(reconnectBy);
         if (!isNaN(deadline)) {
           const cd = document.createElement('span');
           cd.className = 'countdown';
-          cd.dataset.deadline = m.reconnectBy;
+          cd.dataset.deadline = reconnectBy;
           status.append(' ', cd);
         }
       }
@@ -281,6 +290,14 @@
       seq.className = 'seq';
       seq.textContent = m.joinSeq ? `#${m.joinSeq}` : '';
       li.append(name, status, seq);
+      const attrs = m.attrs && Object.keys(m.attrs).length
+        ? Object.entries(m.attrs).map(([k, v]) => `${k}=${v}`).join(' ') : '';
+      if (attrs) {
+        const a = document.createElement('span');
+        a.className = 'attrs';
+        a.textContent = attrs;
+        li.append(a);
+      }
       if (iAmHost && m.userId !== st.user && m.status === 'online') {
         const b = document.createElement('button');
         b.type = 'button';
@@ -289,8 +306,23 @@
         b.addEventListener('click', () => send({ type: 'host.transfer', to: m.userId }));
         li.append(b);
       }
+      // Host only, and the server judges again: kick with a one-minute
+      // block, so that a reload does not bring the player straight back.
+      if (iAmHost && m.userId !== st.user) {
+        const k = document.createElement('button');
+        k.type = 'button';
+        k.className = 'kick';
+        k.textContent = 'Kick';
+        k.addEventListener('click', () => send({ type: 'kick', target: m.userId, block_ms: 60000 }));
+        li.append(k);
+      }
       list.append(li);
     }
+    $('locked-badge').hidden = !st.locked;
+    const lock = $('lock');
+    lock.hidden = !iAmHost;
+    lock.textContent = st.locked ? 'Unlock' : 'Lock';
+    lock.dataset.locked = String(st.locked);
     renderCountdowns();
     const role = $('role');
     const member = st.members.some((m) => m.userId === st.user);
@@ -305,6 +337,9 @@
           'another tab took over': 'Another tab of yours took over: this page is out (the list below is out of date)',
           'you left': 'You left the lobby',
           'the lobby is full': 'The lobby is full',
+          'the host removed you': 'The host removed you from the lobby',
+          'the lobby is locked': 'The lobby is locked: no new players',
+          'you are blocked from this lobby': 'You are blocked from this lobby for now',
         }[st.connDetail] || 'Out of the lobby (the list below is out of date)',
       }[st.conn] || st.conn;
     } else {
@@ -444,6 +479,7 @@
   });
   $('chat-input').addEventListener('input', onInput);
   $('drop').addEventListener('click', drop);
+  $('lock').addEventListener('click', () => send({ type: 'lock', locked: !st.locked }));
   $('reconnect').addEventListener('click', () => { st.retries = 0; st.userAsked = true; connect(); });
   document.addEventListener('visibilitychange', markRead);
 
@@ -452,7 +488,7 @@
   window.lobbyhost = Object.freeze({
     handle: (msg) => handle(msg),
     view: () => ({
-      highest: st.highest, ignored: st.ignored, host: st.host, connected: !!st.ws,
+      highest: st.highest, ignored: st.ignored, host: st.host, connected: !!st.ws, locked: st.locked,
       conn: st.conn, retryScheduled: st.retryAt > 0 && st.conn === 'reconnecting',
     }),
   });
