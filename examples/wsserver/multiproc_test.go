@@ -687,7 +687,8 @@ func mpCheck(t *testing.T, h *mpHarness, victim *mpProc) {
 			case cur.Version <= prev.Version:
 				t.Errorf("%v: revision %d after %d (duplicate or out of order)", s, cur.Version, prev.Version)
 			case cur.Version != prev.Version+1 && cur.Reason != "snapshot":
-				t.Errorf("%v: revision %d after %d: a gap not marked as a snapshot (reason %q)", s, cur.Version, prev.Version, cur.Reason)
+				t.Errorf("%v: revision %d (%s %s) after %d (%s %s): a gap not marked as a snapshot; stream: %s",
+					s, cur.Version, cur.Reason, cur.subject(), prev.Version, prev.Reason, prev.subject(), mpStream(states))
 			}
 		}
 		m := byRoomVersion[s.room]
@@ -742,4 +743,17 @@ func mpCheck(t *testing.T, h *mpHarness, victim *mpProc) {
 		}
 	}
 	t.Logf("sockets: %d; closes: %v", len(h.all()), closes)
+}
+
+// mpStream renders a socket's states for a failure message.
+func mpStream(states []mpState) string {
+	var b strings.Builder
+	for i, st := range states {
+		if i == 12 {
+			b.WriteString(" …")
+			break
+		}
+		fmt.Fprintf(&b, " %d:%s(%s)", st.Version, st.Reason, st.subject())
+	}
+	return b.String()
 }
