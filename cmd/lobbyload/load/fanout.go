@@ -482,18 +482,24 @@ func change(ctx context.Context, c *Client, servers []string, r *room, p int) er
 	r.mu.Lock()
 	r.ops = append(r.ops, op{sentAt: time.Now(), proc: r.churnProc, kind: "left"})
 	r.mu.Unlock()
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := r.churn.Write(wctx, websocket.MessageText, []byte(`{"type":"leave"}`)); err != nil {
-		return fmt.Errorf("churn leave: %w", err)
+		// Most likely the server had closed the churn socket: say how.
+		select {
+		case end := <-r.churnEnd:
+			return fmt.Errorf("churn leave: the socket had ended (close %d): %w", websocket.CloseStatus(end), err)
+		case <-time.After(time.Second):
+			return fmt.Errorf("churn leave: %w", err)
+		}
 	}
 	select {
 	case err := <-r.churnEnd:
 		if websocket.CloseStatus(err) != 4003 {
-			return fmt.Errorf("churn leave: socket ended with %v, want close 4003", err)
+			return fmt.Errorf("churn leave: socket ended with close %d (%v), want 4003", websocket.CloseStatus(err), err)
 		}
 	case <-wctx.Done():
-		return errors.New("churn leave: no close 4003 within 10s")
+		return errors.New("churn leave: no close 4003 within 30s")
 	}
 	r.churn.CloseNow()
 	r.churn, r.joined = nil, false
