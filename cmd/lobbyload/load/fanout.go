@@ -387,7 +387,19 @@ func Fanout(ctx context.Context, c *Client, cfg FanoutConfig) (*Report, error) {
 	rep.DrainSeconds = time.Since(churnEnd).Seconds()
 	after := scrape(ctx, c, cfg.Servers)
 
-	// Close everything, then read the watchers' tallies.
+	// Watchers the server closed before the end, then close everything and
+	// read the watchers' tallies.
+	lost := map[string]bool{}
+	for _, w := range all {
+		if w.ended() {
+			rep.WatchersLost++
+			lost[fmt.Sprintf("close %d", websocket.CloseStatus(w.endErr))] = true
+		}
+	}
+	for k := range lost {
+		rep.WatchersLostBy = append(rep.WatchersLostBy, k)
+	}
+	sort.Strings(rep.WatchersLostBy)
 	for _, w := range all {
 		w.conn.CloseNow()
 		<-w.done

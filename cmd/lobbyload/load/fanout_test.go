@@ -86,6 +86,9 @@ func TestFanoutMemory(t *testing.T) {
 	if d.Expected != rep.ChangesSent || d.Received != d.Expected {
 		t.Errorf("deliveries: expected %d (one watcher per room: want %d), received %d", d.Expected, rep.ChangesSent, d.Received)
 	}
+	if rep.WatchersLost != 0 {
+		t.Errorf("%d watchers closed by the server: %v", rep.WatchersLost, rep.WatchersLostBy)
+	}
 	if d.Gaps != 0 || d.Duplicates != 0 || d.OutOfOrder != 0 || d.Unexpected != 0 || d.SnapshotJumps != 0 {
 		t.Errorf("deliveries: %+v, want no gaps, duplicates, reordering, snapshots or unexpected revisions", d)
 	}

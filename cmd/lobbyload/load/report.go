@@ -3,6 +3,7 @@ package load
 import (
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -14,6 +15,9 @@ type Report struct {
 	Rooms          int      `json:"rooms"`
 	HomeOnly       bool     `json:"homeOnly"`
 	Watchers       int      `json:"watcherSockets"`
+	// WatchersLost were closed by the server before the end (by close code).
+	WatchersLost   int      `json:"watchersLost"`
+	WatchersLostBy []string `json:"watchersLostBy,omitempty"`
 	TargetRate     float64  `json:"targetRate"`
 	AchievedRate   float64  `json:"achievedRate"`
 	Duration       float64  `json:"durationSeconds"`
@@ -82,7 +86,7 @@ type ProcessReport struct {
 // without gaps or duplicates.
 func (r *Report) OK() bool {
 	d := r.Deliveries
-	return r.ChangesFailed == 0 && d.Received == d.Expected && d.Gaps == 0 && d.Duplicates == 0 && d.OutOfOrder == 0 && d.Unexpected == 0
+	return r.ChangesFailed == 0 && r.WatchersLost == 0 && d.Received == d.Expected && d.Gaps == 0 && d.Duplicates == 0 && d.OutOfOrder == 0 && d.Unexpected == 0
 }
 
 // WriteText writes the report as a table.
@@ -98,6 +102,9 @@ func (r *Report) WriteText(w io.Writer) {
 	d := r.Deliveries
 	fmt.Fprintf(w, "deliveries: expected %d, received %d; gaps %d (%d revisions missed; %d more gaps during setup), duplicates %d, out of order %d, snapshot jumps %d, unexpected %d\n",
 		d.Expected, d.Received, d.Gaps, d.Missed, d.SetupGaps, d.Duplicates, d.OutOfOrder, d.SnapshotJumps, d.Unexpected)
+	if r.WatchersLost > 0 {
+		fmt.Fprintf(w, "watchers closed by the server before the end: %d (%s)\n", r.WatchersLost, strings.Join(r.WatchersLostBy, ", "))
+	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
 	}
