@@ -72,6 +72,12 @@ type room struct {
 	watchers []*watcher
 }
 
+func (r *room) opsLen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.ops)
+}
+
 func (r *room) opAt(v uint64) (op, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -93,6 +99,7 @@ type watcher struct {
 	endErr   error
 
 	states, delivered, setupGaps, gaps, missed, dups, outOfOrder, snapshotJumps, unexpected int
+	unexpectedSamples                                                                       []string
 	lat                                                                                     [2][]time.Duration // same process, other process
 	latSnapshot                                                                             [2][]time.Duration
 }
@@ -140,14 +147,14 @@ func (w *watcher) read() {
 		case v > last+1 && s.Reason != ReasonSnapshot:
 			w.gaps++
 			w.missed += int(v - last - 1)
-			w.deliver(v, now, false)
+			w.deliver(v, now, false, s)
 		default:
 			snap := v > last+1
 			if snap {
 				w.snapshotJumps++
 			}
 			for u := last + 1; u <= v; u++ {
-				w.deliver(u, now, snap)
+				w.deliver(u, now, snap, s)
 			}
 		}
 		last = v
@@ -155,7 +162,7 @@ func (w *watcher) read() {
 	}
 }
 
-func (w *watcher) deliver(v uint64, now time.Time, viaSnapshot bool) {
+func (w *watcher) deliver(v uint64, now time.Time, viaSnapshot bool, s State) {
 	if !w.room.ready.Load() {
 		return
 	}
@@ -166,6 +173,10 @@ func (w *watcher) deliver(v uint64, now time.Time, viaSnapshot bool) {
 		w.room.mu.Unlock()
 		if v > base {
 			w.unexpected++ // a change the tool did not make
+			if len(w.unexpectedSamples) < 3 {
+				w.unexpectedSamples = append(w.unexpectedSamples, fmt.Sprintf("%s@%d on process %d: revision %d %s %s (tool's last: %d)",
+					w.room.id, v, w.proc, s.Version, s.Reason, s.Subject(), base+uint64(w.room.opsLen())))
+			}
 		}
 		return
 	}
@@ -421,6 +432,11 @@ func Fanout(ctx context.Context, c *Client, cfg FanoutConfig) (*Report, error) {
 			rep.Deliveries.OutOfOrder += int64(w.outOfOrder)
 			rep.Deliveries.SnapshotJumps += int64(w.snapshotJumps)
 			rep.Deliveries.Unexpected += int64(w.unexpected)
+			for _, u := range w.unexpectedSamples {
+				if len(rep.UnexpectedSamples) < 10 {
+					rep.UnexpectedSamples = append(rep.UnexpectedSamples, u)
+				}
+			}
 			for k := range 2 {
 				lat[k] = append(lat[k], w.lat[k]...)
 				latSnap[k] = append(latSnap[k], w.latSnapshot[k]...)

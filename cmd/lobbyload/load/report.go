@@ -32,6 +32,8 @@ type Report struct {
 	ChangesFailed   int64    `json:"changesFailed"`
 	ChangesRecorded int64    `json:"changesRecorded"`
 	Errors          []string `json:"errors,omitempty"`
+	// UnexpectedSamples describe a few revisions the tool did not cause.
+	UnexpectedSamples []string `json:"unexpectedSamples,omitempty"`
 
 	Deliveries Deliveries      `json:"deliveries"`
 	Latency    Latencies       `json:"latency"`
@@ -104,6 +106,9 @@ func (r *Report) WriteText(w io.Writer) {
 		d.Expected, d.Received, d.Gaps, d.Missed, d.SetupGaps, d.Duplicates, d.OutOfOrder, d.SnapshotJumps, d.Unexpected)
 	if r.WatchersLost > 0 {
 		fmt.Fprintf(w, "watchers closed by the server before the end: %d (%s)\n", r.WatchersLost, strings.Join(r.WatchersLostBy, ", "))
+	}
+	for _, u := range r.UnexpectedSamples {
+		fmt.Fprintf(w, "unexpected: %s\n", u)
 	}
 	for _, e := range r.Errors {
 		fmt.Fprintf(w, "error: %s\n", e)
