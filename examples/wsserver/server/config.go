@@ -48,7 +48,8 @@ type Config struct {
 	PseudonymKey []byte
 
 	// Observer, if set, is told about every lobby command after the
-	// server's own observers (metrics, closing ended sockets).
+	// server's own observer (metrics, reclaiming emptied lobbies). Sockets
+	// are closed and updated from each room's watcher, not from here.
 	Observer lobby.Observer
 
 	// Tickets issues and redeems socket tickets. Default: MemoryTickets

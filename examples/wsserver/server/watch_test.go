@@ -246,3 +246,29 @@ func TestOneChangeCostsNoSnapshotPerRoom(t *testing.T) {
 		t.Errorf("Load rose by %v, want 0 (no room is re-read)", delta["Load"])
 	}
 }
+
+// lock (like kick) spends the socket's message budget like any other
+// message: past the burst (the fake clock never refills it) one
+// rate_limited error comes back and the lobby hears of nothing more.
+func TestHostCommandsAreRateLimited(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.MessageBurst = 5; c.MessageRate = 1 })
+	alice := e.join("r", "alice")
+	e.join("r", "bob")
+	alice.waitState("both", func(m msg) bool { return players(m) == "alice,bob" })
+	for i := range 10 {
+		alice.send(map[string]any{"type": "lock", "locked": i%2 == 0})
+	}
+	m := alice.waitType("error")
+	if m.Code != "rate_limited" {
+		t.Errorf("lock flood: %s, want rate_limited", m.raw)
+	}
+	// Five messages went through: lock, unlock, lock, unlock, lock.
+	if snap := e.snapshot("r"); !snap.Locked {
+		t.Errorf("after five accepted lock toggles the lobby is unlocked, want locked")
+	}
+	// The readLoop handles messages in order, so by the time the error
+	// came the five accepted ones were committed; the rest were dropped.
+	if snap := e.snapshot("r"); snap.Revision != 2+5 {
+		t.Errorf("revision %d after two joins and five accepted toggles, want 7", snap.Revision)
+	}
+}
