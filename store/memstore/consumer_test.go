@@ -241,7 +241,6 @@ func TestConsumerConcurrentClaimers(t *testing.T) {
 	if err := s.RegisterConsumer(ctx, "relay"); err != nil {
 		t.Fatal(err)
 	}
-	w = writer{t, s}
 	var writers sync.WaitGroup
 	for g := range 4 {
 		writers.Add(1)
