@@ -47,7 +47,7 @@ const (
 var Snippets = []Snippet{
 	{
 		Name: "readme_use", Module: core, Doc: "README.md", Heading: "## Use it",
-		Imports: []string{"context"},
+		Imports: []string{"context", "time"},
 		Params:  "ctx context.Context, roomID, userID, otherID string, broadcast func(string, lobby.Event)",
 		After:   "return err",
 	},
@@ -59,7 +59,8 @@ var Snippets = []Snippet{
 	{
 		Name: "adapters_conformance", Module: core, Doc: "docs/store-adapters.md", Heading: "## Running the conformance suite",
 		Imports: []string{"testing", core + "/store", core + "/store/memstore", core + "/storetest"},
-		Decls:   "func newIsolatedStore(t *testing.T) store.Store { return memstore.New() }",
+		Decls: "func newIsolatedStore(t *testing.T, opts ...memstore.Option) store.Store { return memstore.New(opts...) }\n" +
+			"func withRetention(r store.Retention) memstore.Option { return memstore.WithRetention(r) }",
 	},
 	{
 		Name: "postgres_quickstart", Module: pgx, Doc: "docs/postgres.md", Heading: "## Quick start",
