@@ -114,7 +114,7 @@ func defaultConfig() config {
 		relayBatch: 256,
 		resync:     time.Minute,
 		maxRetries: 32,
-		claimHold:  30 * time.Second,
+		claimHold:  5 * time.Second,
 		cache:      true,
 		cacheSize:  65536,
 		cacheIdle:  5 * time.Minute,
@@ -308,6 +308,23 @@ func WithRelayHold(d time.Duration) Option {
 			return fmt.Errorf("%w: relay hold must be positive", ErrInvalidOption)
 		}
 		c.relayHold = d
+		return nil
+	}
+}
+
+// WithClaimHold sets how long a sweeper's claim on due lobbies lasts in a
+// store with claims (store.Claimer; default 5 s): other processes' sweepers
+// leave those lobbies to it meanwhile, and take them over when it lapses if
+// the claimer died before applying them. A shorter hold lets a survivor
+// apply a dead process's due expiries sooner; a pass that takes longer than
+// the hold may see two sweepers race for a lobby, which compare-and-set
+// keeps correct. It must be positive.
+func WithClaimHold(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: claim hold must be positive", ErrInvalidOption)
+		}
+		c.claimHold = d
 		return nil
 	}
 }
