@@ -81,54 +81,26 @@ func waitQueued(t *testing.T, fn string) {
 	t.Fatalf("no goroutine in %s ever queued", fn)
 }
 
-// outboxSeqs reads the lobby's effects log and returns the revisions of
+// loggedSeqs reads the lobby's effects log and returns the revisions of
 // the events it holds, in order.
-func outboxSeqs(t *testing.T, st store.Store, id string) []uint64 {
+func loggedSeqs(t *testing.T, st store.Store, id string) []uint64 {
 	t.Helper()
 	var seqs []uint64
-	for _, e := range loggedEvents(t, st, id) {
+	for _, e := range pendingEvents(t, st, id) {
 		seqs = append(seqs, e.Revision)
 	}
 	return seqs
-}
-
-// loggedEvents returns the events in the effects logs of the lobbies ids,
-// lobby by lobby, each in log order.
-func loggedEvents(t *testing.T, st store.Store, ids ...string) []lobby.Event {
-	t.Helper()
-	var out []lobby.Event
-	for _, id := range ids {
-		var after uint64
-		for {
-			entries, err := st.ReadLog(context.Background(), id, after, 100)
-			if err != nil {
-				t.Fatalf("ReadLog(%q, %d): %v", id, after, err)
-			}
-			if len(entries) == 0 {
-				break
-			}
-			for _, e := range entries {
-				fx, err := lobby.DecodeEffects(e.Data)
-				if err != nil {
-					t.Fatalf("lobby %q entry %d: %v", id, e.Version, err)
-				}
-				out = append(out, fx.Events...)
-				after = e.Version
-			}
-		}
-	}
-	return out
 }
 
 func wantConsecutive(t *testing.T, seqs []uint64, last uint64) {
 	t.Helper()
 	for i, s := range seqs {
 		if s != uint64(i)+1 {
-			t.Fatalf("outbox revisions %v: revision %d missing or repeated", seqs, i+1)
+			t.Fatalf("logged revisions %v: revision %d missing or repeated", seqs, i+1)
 		}
 	}
 	if uint64(len(seqs)) != last {
-		t.Fatalf("outbox revisions %v, want 1..%d", seqs, last)
+		t.Fatalf("logged revisions %v, want 1..%d", seqs, last)
 	}
 }
 
@@ -181,7 +153,7 @@ func TestRefusedReclaimLeavesNothingBehind(t *testing.T) {
 		t.Fatalf("Join reported revision %d, the store holds %d", res.Revision, stored.Revision)
 	}
 	// joined a, joined b, a timed_out (the catch-up), joined c.
-	wantConsecutive(t, outboxSeqs(t, mem, "L"), 4)
+	wantConsecutive(t, loggedSeqs(t, mem, "L"), 4)
 }
 
 // blockingObserver calls back into the Service from Observe, as a metrics

@@ -201,7 +201,8 @@ func (g *gateStore) Write(ctx context.Context, w store.Write) error {
 }
 
 // pendingEvents returns the events in the effects logs of the lobbies ids,
-// lobby by lobby, each in log order.
+// lobby by lobby, each in log order (the relay's pending work, when no
+// relay ran).
 func pendingEvents(t *testing.T, st store.Store, ids ...string) []lobby.Event {
 	t.Helper()
 	var out []lobby.Event
