@@ -293,6 +293,11 @@ func (h *watchHub) local(id string, version uint64, fx *Effects) {
 		}
 		return
 	}
+	// The log holds every pending commit too, so the list only saves a
+	// read: keep it bounded for a reader that stopped calling Next.
+	if len(lw.pending) >= h.buffer {
+		lw.pending = append(lw.pending[:0], lw.pending[1:]...)
+	}
 	lw.pending = append(lw.pending, u)
 	lw.wakeAll()
 }
