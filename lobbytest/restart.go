@@ -205,18 +205,24 @@ func testRestartVolatile(t *testing.T, r Restarter) {
 		t.Errorf("late close of the old connection = %v, %v; want it applied to the new connection with the same generation", res.Outcome, err)
 	}
 	h.stop()
-	// Clients saw each lobby's revisions start over: some revision number
-	// was published twice, with different contents.
+	// Clients saw the lobbies' revisions start over: some revision number
+	// was published twice, with different contents. (Not necessarily in
+	// every lobby: a relay commit that was in flight when the server died
+	// can land on the new, empty server once it is back and move the
+	// relay's fresh cursor of a lobby past that lobby's first new entries,
+	// whose positions repeat the old ones. A server that keeps nothing
+	// loses events around a restart; docs/redis.md says so.)
+	reusedIn := 0
 	for _, c := range h.clients {
-		reused := 0
 		for _, evs := range h.pub.contents(c.id) {
 			if len(evs) > 1 {
-				reused++
+				reusedIn++
+				break
 			}
 		}
-		if reused == 0 {
-			t.Errorf("lobby %q: no revision was published with two contents, want the numbers from before the restart reissued", c.id)
-		}
+	}
+	if reusedIn == 0 {
+		t.Errorf("no lobby had a revision published with two contents, want the numbers from before the restart reissued")
 	}
 	t.Log(h.summary())
 }
