@@ -781,7 +781,7 @@ func TestRunDoesNotSpinOnAStuckLobby(t *testing.T) {
 	if err := mem.Write(ctx, store.Write{ID: "stuck", Data: []byte("garbage"), Deadline: t0.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	svc := newService(t, mem, clock)
+	svc := newService(t, mem, clock, lobby.WithClaimHold(30*time.Second)) // the failed pass keeps its claim past the first backoff
 	go svc.Run(ctx)
 	// The sweeper asleep on the fake clock's timer (no publisher, no
 	// relay); a spinning sweeper

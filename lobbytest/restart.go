@@ -254,6 +254,9 @@ type restartHarness struct {
 // restartWait bounds every wait of the restart tests.
 const restartWait = 30 * time.Second
 
+// relayHold is the relay claim hold of the restart tests' Service.
+const relayHold = 200 * time.Millisecond
+
 func startRestartHarness(t *testing.T, r Restarter, durable bool) *restartHarness {
 	st, srv := r.Restartable(t, durable)
 	h := &restartHarness{t: t, ctx: t.Context(), srv: srv, st: st, pub: &collector{}}
@@ -265,7 +268,10 @@ func startRestartHarness(t *testing.T, r Restarter, durable bool) *restartHarnes
 	policy := policyOf(time.Minute, 2*time.Minute) // nothing expires during the test
 	var err error
 	h.svc, err = lobby.NewService(h.rec.wrap(st, true, true), lobby.WithPolicy(policy), lobby.WithPublisher(h.pub),
-		lobby.WithClock(clockwork.NewRealClock()))
+		lobby.WithClock(clockwork.NewRealClock()),
+		// A pass cut off by the kill leaves its claims to lapse; keep
+		// that short so the final drain finds them free.
+		lobby.WithRelayHold(relayHold))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,11 +316,19 @@ func (h *restartHarness) stop() {
 	if h.t.Failed() || h.phase.Load() == phaseDown {
 		return
 	}
-	for start := time.Now(); ; {
+	for start, idle := time.Now(), 0; ; {
 		n, err := h.svc.Relay(h.ctx)
+		// Nothing published: done, once a second look after the relay
+		// hold (claims of a pass the kill cut off lapse by then) finds
+		// nothing either.
 		if err == nil && n == 0 {
-			return
+			if idle++; idle == 2 {
+				return
+			}
+			time.Sleep(2 * relayHold)
+			continue
 		}
+		idle = 0
 		if time.Since(start) > restartWait {
 			h.t.Fatalf("the relay did not drain the effects log within %v: last Relay = %d, %v", restartWait, n, err)
 		}
