@@ -355,6 +355,27 @@ type Claimer interface {
 	Claim(ctx context.Context, now time.Time, limit int, hold time.Duration) ([]Due, error)
 }
 
+// BatchWriter is an optional capability for stores a round trip away: it
+// applies many conditional writes at the price of about one round trip.
+// The Service uses it to commit the writes that arrive together (a burst
+// of expiries in one sweep, heartbeats of many sockets) in one call.
+type BatchWriter interface {
+	// WriteBatch applies each of ws as Write would, and returns one
+	// outcome per write, in the order of ws (len(errs) == len(ws)). Each
+	// write is still its own compare-and-set: it commits or conflicts on
+	// its own lobby's version alone, whatever happens to the others, and
+	// none waits for another to commit. Writes to the same lobby ID apply
+	// in the order given, as successive Writes would.
+	//
+	// errs[i] is nil when ws[i] committed, wraps ErrConflict or ErrInvalid
+	// when it wrote nothing for that reason, and is any other error when
+	// its outcome is unknown (as for Write: a lost connection, a context
+	// that ended mid-flight). An invalid write is refused alone; the
+	// others still apply. The store keeps none of the slices it was
+	// given.
+	WriteBatch(ctx context.Context, ws []Write) []error
+}
+
 // Notifier is an optional capability for stores shared by several
 // processes: it tells readers which lobbies' logs moved, so a process reads
 // only the lobbies it serves that changed, promptly and without polling.
