@@ -68,6 +68,9 @@ type Service struct {
 
 	// hub hands commits to this process's Watchers.
 	hub *watchHub
+	// batch groups concurrent writes on a store.BatchWriter; nil without
+	// one (or with batching off).
+	batch *groupCommit
 	// registered: the relay's consumer is registered in the store; a
 	// store error bumps regEpoch, and a registration that one overtook
 	// does not count. lastRegNs is when the relay last asked for a fresh
@@ -131,6 +134,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 		relayPoke: make(chan struct{}, 1),
 	}
 	s.hub = newWatchHub(s, cfg.watchBuf)
+	s.batch = newGroupCommit(st, cfg.batchSize, cfg.inFlight)
 	if cfg.class != nil {
 		s.advice = newAdviceBook(cfg.class, m.p.HeartbeatTTL)
 	}

@@ -101,6 +101,9 @@ type config struct {
 	emptyTTL   time.Duration
 	watchBuf   int
 	watchPoll  time.Duration
+	batchSize  int
+	inFlight   int
+	sweepers   int
 }
 
 func errNilOption(what string) error { return fmt.Errorf("%w: nil %s", ErrInvalidOption, what) }
@@ -122,6 +125,9 @@ func defaultConfig() config {
 		relayHold:  5 * time.Second,
 		watchBuf:   DefaultWatchBuffer,
 		watchPoll:  time.Second,
+		batchSize:  128,
+		inFlight:   4,
+		sweepers:   16,
 	}
 }
 
@@ -325,6 +331,40 @@ func WithClaimHold(d time.Duration) Option {
 			return fmt.Errorf("%w: claim hold must be positive", ErrInvalidOption)
 		}
 		c.claimHold = d
+		return nil
+	}
+}
+
+// WithWriteBatch sets how a Service on a store that can batch writes
+// (store.BatchWriter) groups them: up to inFlight writes travel to the
+// store at once, each alone; a write that finds them all travelling waits
+// for the next free one and goes with every write queued by then, at most
+// size per batch. Each write in a batch is still its own compare-and-set.
+// Defaults: size 128, inFlight 4. A size of 1 turns batching off (every
+// write goes alone, as on a store that cannot batch). Both must be
+// positive.
+func WithWriteBatch(size, inFlight int) Option {
+	return func(c *config) error {
+		if size < 1 || inFlight < 1 {
+			return fmt.Errorf("%w: write batch size and writes in flight must be positive", ErrInvalidOption)
+		}
+		c.batchSize, c.inFlight = size, inFlight
+		return nil
+	}
+}
+
+// WithSweepConcurrency sets how many due lobbies a sweep advances at once
+// (default 16). Lobbies are independent, so the outcome of a sweep does not
+// depend on it; on a store a round trip away it is what lets a burst of
+// expiries commit in a few round trips (and, with store.BatchWriter, in
+// few batches) instead of one after another. 1 advances them one by one,
+// in (deadline, lobby ID) order. It must be positive.
+func WithSweepConcurrency(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: sweep concurrency must be positive", ErrInvalidOption)
+		}
+		c.sweepers = n
 		return nil
 	}
 }

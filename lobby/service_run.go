@@ -229,8 +229,10 @@ func (s *Service) nextDeadline(ctx context.Context) (time.Time, bool, error) {
 	return due[0].Deadline, true, nil
 }
 
-// Sweep applies every deadline due now, lobby by lobby in (deadline, lobby
-// ID) order, and returns how many lobbies it changed. Run calls it; call it
+// Sweep applies every deadline due now and returns how many lobbies it
+// changed. It takes due lobbies from the store in (deadline, lobby ID)
+// order and advances up to WithSweepConcurrency of them at once; lobbies
+// are independent, so the order does not change any lobby's outcome. Run calls it; call it
 // yourself to drive expiries from your own scheduler instead. Lobbies whose
 // transition fails (a corrupt record, say) are skipped for this pass and
 // reported in the error, joined; the others are still swept.
@@ -260,23 +262,49 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 			return changed, now, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
 		}
 		progress := false
+		var mu sync.Mutex // guards changed, errs and progress
+		advance := func(id string) {
+			res, err := s.transact(ctx, id, txn{cmd: Tick(), idle: true})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && ctx.Err() == nil:
+				errs = append(errs, fmt.Errorf("lobby %q: %w", id, err))
+			case err == nil:
+				progress = true
+				if res.Changed {
+					changed++
+				}
+			}
+		}
+		workers := s.cfg.sweepers
+		if s.hooks != nil {
+			workers = 1 // a simulation schedules goroutines itself
+		}
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, workers)
 		for _, d := range due {
 			if seen[d.ID] {
 				continue
 			}
 			seen[d.ID] = true
-			res, err := s.transact(ctx, d.ID, txn{cmd: Tick(), idle: true})
-			if err != nil {
+			if workers == 1 {
+				advance(d.ID)
 				if ctx.Err() != nil {
-					return changed, now, ctx.Err()
+					break
 				}
-				errs = append(errs, fmt.Errorf("lobby %q: %w", d.ID, err))
 				continue
 			}
-			progress = true
-			if res.Changed {
-				changed++
-			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func(id string) {
+				defer func() { <-sem; wg.Done() }()
+				advance(id)
+			}(d.ID)
+		}
+		wg.Wait()
+		if err := ctx.Err(); err != nil {
+			return changed, now, err
 		}
 		if len(due) < s.cfg.sweepBatch || !progress {
 			return changed, now, errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -362,20 +363,25 @@ func (h *holdStore) Write(ctx context.Context, w store.Write) error {
 
 // TestPausedSweeperReplaysSameHistory: leases in several lobbies fall due
 // while no sweeper runs; a sweeper started afterwards commits the same
-// events as one that swept at every deadline, in deterministic order.
+// events as one that swept at every deadline, in deterministic order: each
+// lobby's in its own order always, and all lobbies' in one order when the
+// sweep advances one lobby at a time.
 func TestPausedSweeperReplaysSameHistory(t *testing.T) {
 	ctx := context.Background()
 	type scenario struct {
 		history map[string][]lobby.Event
 		order   []string
 	}
-	run := func(paused bool) scenario {
+	run := func(paused bool, sweepers int) scenario {
 		clock := clockwork.NewFakeClockAt(t0)
 		// The log keeps everything: the test reads it an hour later.
 		mem := memstore.New(memstore.WithRetention(store.Retention{}))
 		// The Observer sees the commits in the order they were made.
+		var mu sync.Mutex
 		var order []string
-		svc := newService(t, mem, clock, lobby.WithObserver(lobby.ObserverFunc(func(_ context.Context, o lobby.Observation) {
+		svc := newService(t, mem, clock, lobby.WithSweepConcurrency(sweepers), lobby.WithObserver(lobby.ObserverFunc(func(_ context.Context, o lobby.Observation) {
+			mu.Lock()
+			defer mu.Unlock()
 			for _, e := range o.Result.Events {
 				order = append(order, fmt.Sprintf("%s@%d", e.Lobby, e.Revision))
 			}
@@ -413,12 +419,27 @@ func TestPausedSweeperReplaysSameHistory(t *testing.T) {
 		}
 		return sc
 	}
-	onTime, paused, pausedAgain := run(false), run(true), run(true)
+	onTime, paused, pausedAgain := run(false, 16), run(true, 16), run(true, 16)
 	if diff := cmp.Diff(onTime.history, paused.history); diff != "" {
 		t.Fatalf("paused sweeper changed the history (-on time +paused):\n%s", diff)
 	}
-	if diff := cmp.Diff(paused.order, pausedAgain.order); diff != "" {
-		t.Fatalf("backlog order is not deterministic:\n%s", diff)
+	byLobby := func(order []string) map[string][]string {
+		m := map[string][]string{}
+		for _, o := range order {
+			id, _, _ := strings.Cut(o, "@")
+			m[id] = append(m[id], o)
+		}
+		return m
+	}
+	if diff := cmp.Diff(byLobby(paused.order), byLobby(pausedAgain.order)); diff != "" {
+		t.Fatalf("a lobby's backlog order is not deterministic:\n%s", diff)
+	}
+	oneByOne, oneByOneAgain := run(true, 1), run(true, 1)
+	if diff := cmp.Diff(onTime.history, oneByOne.history); diff != "" {
+		t.Fatalf("a sweep of one lobby at a time changed the history (-concurrent +one by one):\n%s", diff)
+	}
+	if diff := cmp.Diff(oneByOne.order, oneByOneAgain.order); diff != "" {
+		t.Fatalf("backlog order of a one-lobby-at-a-time sweep is not deterministic:\n%s", diff)
 	}
 	if n := len(onTime.history["l-1"]); n != 3+1+1+2+2 {
 		t.Fatalf("l-1 has %d events, want 9 (3 joins, disconnect, expiry, 2 timeouts, 2 expiries)", n)

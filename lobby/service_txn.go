@@ -305,7 +305,14 @@ func (s *Service) write(ctx context.Context, id string, expected uint64, st *Sta
 		w.Effects = buf[n:len(buf):len(buf)]
 	}
 	w.Data = buf[:n:n]
-	err := s.st.Write(ctx, w)
+	var err error
+	if s.batch != nil && s.hooks == nil {
+		// (A simulation schedules goroutines itself; a write waiting
+		// for another's batch would block outside its control.)
+		err = s.batch.write(ctx, w)
+	} else {
+		err = s.st.Write(ctx, w)
+	}
 	if err != nil && !errors.Is(err, store.ErrConflict) {
 		s.unregistered()
 	}
