@@ -14,7 +14,7 @@ import (
 // files), one row per label in order of first appearance.
 func table(w io.Writer, files []string) error {
 	if len(files) == 0 {
-		return errors.New("usage: lobbyload table REPORT.json...")
+		return errors.New("usage: lobbyload table REPORT.json [REPORT.json ...]")
 	}
 	var reps []*load.FailoverReport
 	for _, file := range files {

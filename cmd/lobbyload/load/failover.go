@@ -153,6 +153,7 @@ type foPlayer struct {
 	room *foRoom
 	user string
 
+	joined              bool // conn is open (set before the reader starts)
 	conn                *websocket.Conn
 	raw                 *net.TCPConn
 	joinLat, upgradeLat time.Duration
@@ -348,7 +349,7 @@ func joinOne(ctx context.Context, c *Client, d rawDialer, cfg FailoverConfig, p 
 		return fmt.Errorf("join %s in %s: %w", p.user, p.room.id, err)
 	}
 	t2 := time.Now()
-	p.conn, p.raw = conn, raw
+	p.conn, p.raw, p.joined = conn, raw, true
 	p.joinLat, p.upgradeLat, p.joinedAt = t2.Sub(t0), t2.Sub(t1), t2
 	go p.read(cfg.Players)
 	return nil
@@ -483,7 +484,7 @@ func settle(ctx context.Context, rooms []*foRoom) {
 		v, oldHost := r.latest.Version, r.oldHost
 		r.mu.Unlock()
 		for _, p := range r.players {
-			if p.conn == nil || p.user == oldHost {
+			if !p.joined || p.user == oldHost {
 				continue
 			}
 			for p.lastSeenBelow(v) && time.Now().Before(deadline) && ctx.Err() == nil {

@@ -92,7 +92,7 @@ func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom) {
 		for _, p := range r.players {
 			rep.OutOfOrder += p.ooo
 			rep.Duplicates += p.dups
-			if p.conn == nil {
+			if !p.joined {
 				continue
 			}
 			join, upgrade = append(join, p.joinLat), append(upgrade, p.upgradeLat)
@@ -148,7 +148,7 @@ func (r *foRoom) splitBrain() string {
 			}
 			hostAt[v] = h
 		}
-		if p.conn == nil || p.user == r.oldHost {
+		if !p.joined || p.user == r.oldHost {
 			continue
 		}
 		h := p.final.host()
