@@ -411,9 +411,9 @@ func closeHosts(ctx context.Context, cfg FailoverConfig, rooms []*foRoom, errs *
 	wg.Wait()
 }
 
-// markClosing picks the room's host (hostId of the newest state), records
-// it and the expected successor, and stamps the close time. It returns nil
-// for a broken room or one without a host.
+// markClosing picks the room's host (hostId of the newest state) and
+// records it and the expected successor. It returns nil for a broken room
+// or one without a host.
 func (r *foRoom) markClosing() *foPlayer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -425,7 +425,6 @@ func (r *foRoom) markClosing() *foPlayer {
 	for _, p := range r.players {
 		if p.user == h {
 			r.oldHost, r.successor = h, successor(r.latest, h)
-			r.closedAt = time.Now()
 			return p
 		}
 	}
@@ -433,9 +432,13 @@ func (r *foRoom) markClosing() *foPlayer {
 	return nil
 }
 
-// closeHost closes p's socket, with a close handshake or by a TCP drop
-// (linger 0: the kernel sends RST, no close frame).
+// closeHost stamps the room's close time and closes p's socket, with a
+// close handshake or by a TCP drop (linger 0: the kernel sends RST, no close
+// frame).
 func closeHost(ctx context.Context, r *foRoom, p *foPlayer) error {
+	r.mu.Lock()
+	r.closedAt = time.Now()
+	r.mu.Unlock()
 	if r.tcpDrop {
 		if err := p.raw.SetLinger(0); err != nil {
 			return err
