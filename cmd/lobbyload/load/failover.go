@@ -265,14 +265,16 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 	}
 
 	errs := &errorSample{}
-	joinSecs := joinAll(ctx, c, newRawDialer(), cfg, rooms, errs)
-	rep.JoinSeconds = joinSecs
-	cfg.Logf("joins: %d rooms × %d players in %.1fs", cfg.Rooms, cfg.Players, joinSecs)
+	phase := startPhase(res)
+	rep.JoinSeconds = joinAll(ctx, c, newRawDialer(), cfg, rooms, errs)
+	cfg.Logf("joins: %d rooms × %d players in %.1fs", cfg.Rooms, cfg.Players, rep.JoinSeconds)
 	awaitFullMembership(ctx, rooms, errs)
+	rep.JoinPhase, phase = phase.end(), startPhase(res)
 
-	closeHosts(ctx, cfg, rooms, errs)
+	rep.CloseSeconds = closeHosts(ctx, cfg, rooms, errs)
 	awaitFailover(ctx, cfg, rooms)
 	settle(ctx, rooms)
+	rep.FailoverPhase = phase.end()
 	if res != nil {
 		rep.Resources = res.finish()
 	}
@@ -391,8 +393,10 @@ func (r *foRoom) isBroken() bool {
 }
 
 // closeHosts closes the host of every intact room, as fast as
-// cfg.CloseConcurrency allows: a close handshake or a TCP drop.
-func closeHosts(ctx context.Context, cfg FailoverConfig, rooms []*foRoom, errs *errorSample) {
+// cfg.CloseConcurrency allows: a close handshake or a TCP drop. It returns
+// the seconds from the first close to the last close's return.
+func closeHosts(ctx context.Context, cfg FailoverConfig, rooms []*foRoom, errs *errorSample) float64 {
+	start := time.Now()
 	sem := make(chan struct{}, cfg.CloseConcurrency)
 	var wg sync.WaitGroup
 	for _, r := range rooms {
@@ -409,6 +413,7 @@ func closeHosts(ctx context.Context, cfg FailoverConfig, rooms []*foRoom, errs *
 		})
 	}
 	wg.Wait()
+	return time.Since(start).Seconds()
 }
 
 // markClosing picks the room's host (hostId of the newest state) and

@@ -32,6 +32,12 @@ type FailoverReport struct {
 	// Players / JoinSeconds.
 	JoinSeconds      float64 `json:"joinSeconds"`
 	PlayersPerSecond float64 `json:"playersPerSecond"`
+	// CloseSeconds is the time taken to close every host (the burst).
+	CloseSeconds float64 `json:"closeSeconds"`
+	// JoinPhase runs from the first ticket until every socket saw its room
+	// full; FailoverPhase from then until the failovers settled.
+	JoinPhase     Phase `json:"joinPhase"`
+	FailoverPhase Phase `json:"failoverPhase"`
 	// Join is ticket request start → upgrade done; Upgrade the WebSocket
 	// dial alone.
 	Join    LatencySummary `json:"joinLatency"`
@@ -198,6 +204,9 @@ func (r *FailoverReport) WriteText(w io.Writer) {
 	row("failover after grace, close handshake", r.Handshake.Delay, fmt.Sprint(r.Handshake.NoFailover))
 	row("failover after grace, TCP drop", r.TCPDrop.Delay, fmt.Sprint(r.TCPDrop.NoFailover))
 	tw.Flush()
+	fmt.Fprintf(w, "hosts closed in %.2fs; CPU seconds used by lobbyload / the server: joins %.2f / %.2f over %.2fs, failover %.2f / %.2f over %.2fs\n",
+		r.CloseSeconds, r.JoinPhase.ToolCPUSeconds, r.JoinPhase.ServerCPUSeconds, r.JoinPhase.WallSeconds,
+		r.FailoverPhase.ToolCPUSeconds, r.FailoverPhase.ServerCPUSeconds, r.FailoverPhase.WallSeconds)
 	if res := r.Resources; res != nil {
 		fmt.Fprintf(w, "server %v: CPU %.2fs = %.0f µs per player; peak RSS %.1f MB = %.1f KB per socket (%d sockets)\n",
 			res.PIDs, res.CPUSeconds, res.CPUPerPlayerUs, res.PeakRSSMB, res.PeakRSSPerSocketKB, res.Sockets)

@@ -55,6 +55,9 @@ func runFailover(t *testing.T, base string, pid int) *FailoverReport {
 		t.Errorf("players/s %v, join samples %d, upgrade samples %d, series %d; want positive, 80 each",
 			rep.PlayersPerSecond, rep.Join.Count, rep.Upgrade.Count, len(rep.Series.JoinMs))
 	}
+	if rep.JoinPhase.WallSeconds <= 0 || rep.JoinPhase.ToolCPUSeconds <= 0 || rep.FailoverPhase.WallSeconds <= 0 || rep.CloseSeconds <= 0 {
+		t.Errorf("phases: joins %+v, failover %+v, closes %vs; want wall and CPU times", rep.JoinPhase, rep.FailoverPhase, rep.CloseSeconds)
+	}
 	joins := 0
 	for _, n := range rep.Series.JoinsPer100ms {
 		joins += n

@@ -46,6 +46,9 @@ Alternate rooms close their host with a WebSocket close handshake or drop its TC
 {{with .R.TCPDrop}}<tr><td>failover after the grace, TCP drop: p50 / p99 / max ({{.FailedOver}} of {{.Rooms}} rooms; none: {{.NoFailover}})</td><td>{{printf "%.1f / %.1f / %.1f" .Delay.P50Ms .Delay.P99Ms .Delay.MaxMs}} ms</td></tr>{{end}}
 <tr><td>wrong successors / split-brain rooms</td><td>{{.R.WrongSuccessors}} / {{.R.SplitBrain}}</td></tr>
 <tr><td>out-of-order / duplicate revisions</td><td>{{.R.OutOfOrder}} / {{.R.Duplicates}}</td></tr>
+<tr><td>hosts closed in</td><td>{{printf "%.2f" .R.CloseSeconds}} s</td></tr>
+{{with .R.JoinPhase}}<tr><td>join phase: wall / CPU of lobbyload / CPU of the server</td><td>{{printf "%.2f / %.2f / %.2f" .WallSeconds .ToolCPUSeconds .ServerCPUSeconds}} s</td></tr>{{end}}
+{{with .R.FailoverPhase}}<tr><td>failover phase: wall / CPU of lobbyload / CPU of the server</td><td>{{printf "%.2f / %.2f / %.2f" .WallSeconds .ToolCPUSeconds .ServerCPUSeconds}} s</td></tr>{{end}}
 <tr><td>rooms left out / errors</td><td>{{.R.RoomsLeftOut}} / {{.R.ErrorCount}}</td></tr>
 {{with .R.Resources}}<tr><td>server CPU (PIDs {{.PIDs}})</td><td>{{printf "%.2f" .CPUSeconds}} s = {{printf "%.0f" .CPUPerPlayerUs}} µs per player</td></tr>
 <tr><td>server peak RSS (VmHWM)</td><td>{{printf "%.1f" .PeakRSSMB}} MB = {{printf "%.1f" .PeakRSSPerSocketKB}} KB per socket</td></tr>{{end}}

@@ -207,3 +207,50 @@ func (r *ServerResources) perPlayer(players int) {
 	r.CPUPerPlayerUs = r.CPUSeconds * 1e6 / float64(players)
 	r.PeakRSSPerSocketKB = r.PeakRSSMB * 1024 / float64(players)
 }
+
+// cpu returns the CPU time the probed processes have used so far; a process
+// that cannot be read counts 0 (finish reports the error).
+func (p *resourceProbe) cpu() time.Duration {
+	var sum time.Duration
+	for _, pid := range p.pids {
+		c, _ := ProcCPU(pid)
+		sum += c
+	}
+	return sum
+}
+
+// Phase is one phase of a run: its wall time and the CPU time used in it by
+// the load generator itself and, if probed, by the servers. A generator
+// near one CPU-second per second was itself a bottleneck.
+type Phase struct {
+	WallSeconds      float64 `json:"wallSeconds"`
+	ToolCPUSeconds   float64 `json:"toolCpuSeconds"`
+	ServerCPUSeconds float64 `json:"serverCpuSeconds,omitempty"`
+}
+
+// phaseClock measures a Phase from its start.
+type phaseClock struct {
+	start        time.Time
+	tool, server time.Duration
+	probe        *resourceProbe
+}
+
+func startPhase(probe *resourceProbe) phaseClock {
+	c := phaseClock{start: time.Now(), probe: probe}
+	c.tool, _ = ProcCPU(os.Getpid())
+	if probe != nil {
+		c.server = probe.cpu()
+	}
+	return c
+}
+
+func (c phaseClock) end() Phase {
+	ph := Phase{WallSeconds: time.Since(c.start).Seconds()}
+	if tool, err := ProcCPU(os.Getpid()); err == nil {
+		ph.ToolCPUSeconds = (tool - c.tool).Seconds()
+	}
+	if c.probe != nil {
+		ph.ServerCPUSeconds = (c.probe.cpu() - c.server).Seconds()
+	}
+	return ph
+}
