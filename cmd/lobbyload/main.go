@@ -36,7 +36,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("lobbyload", flag.ContinueOnError)
 	scenario := fs.String("scenario", "fanout", "scenario to run: fanout or failover")
 	servers := fs.String("servers", "", "comma-separated base URLs (http://host:port) of server processes sharing one store")
-	rooms := fs.Int("rooms", 100, "rooms per server process (each room's home)")
+	rooms := fs.Int("rooms", 100, "rooms per server process (each room's home); failover: rooms in all (default 2000)")
 	rate := fs.Float64("rate", 100, "visible changes per second, all rooms together")
 	duration := fs.Duration("duration", 10*time.Second, "how long to make changes")
 	homeOnly := fs.Bool("home-only", false, "watch each room on its home process only (default: on every process)")
