@@ -127,11 +127,11 @@ func bars(counts []int, width float64) []point {
 
 // Plot geometry, in SVG user units.
 const (
-	plotW, plotH             = 640.0, 300.0
-	padL, padR, padT, padB   = 60.0, 20.0, 30.0, 45.0
-	innerW, innerH           = plotW - padL - padR, plotH - padT - padB
-	ticks                    = 5
-	legendRow, legendSwatchW = 16.0, 14.0
+	plotW, plotH               = 640.0, 300.0
+	padL, padR, padT, padB     = 60.0, 20.0, 30.0, 45.0
+	innerW, innerH             = plotW - padL - padR, plotH - padT - padB
+	ticks                      = 5
+	legendSwatchW, legendCharW = 14.0, 6.5
 )
 
 // plot draws lines on linear axes as an SVG element. Every text is escaped.
@@ -162,23 +162,33 @@ func plot(title, xLabel, yLabel string, lines []line) template.HTML {
 	sx := func(x float64) float64 { return padL + (x-x0)/(x1-x0)*innerW }
 	sy := func(y float64) float64 { return padT + innerH - y/y1*innerH }
 	axes(&b, x0, x1, y1, sx, sy, xLabel, yLabel)
-	for i, l := range lines {
+	for _, l := range lines {
 		drawLine(&b, l, sx, sy, x1)
-		ly := padT + 8 + float64(i)*legendRow
-		fmt.Fprintf(&b, `<rect x="%.0f" y="%.0f" width="%.0f" height="4" fill="%s"/><text x="%.0f" y="%.0f" font-size="12">%s</text>`,
-			padL+innerW-160, ly-4, legendSwatchW, l.color, padL+innerW-160+legendSwatchW+4, ly+2, esc(l.name))
 	}
+	legend(&b, lines)
 	b.WriteString(`</svg>`)
 	return template.HTML(b.String()) // built from numbers and escaped text only
 }
 
-// axes draws the frame, tick labels and axis titles.
+// legend names the lines in the title row, right-aligned, so that it never
+// hides data.
+func legend(b *strings.Builder, lines []line) {
+	x := padL + innerW
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := lines[i]
+		x -= legendSwatchW + 4 + legendCharW*float64(len([]rune(l.name))) + 12
+		fmt.Fprintf(b, `<rect x="%.0f" y="10" width="%.0f" height="6" fill="%s"/><text x="%.0f" y="18" font-size="12">%s</text>`,
+			x, legendSwatchW, l.color, x+legendSwatchW+4, esc(l.name))
+	}
+}
+
+// axes draws the frame, tick labels, grid lines and axis titles.
 func axes(b *strings.Builder, x0, x1, y1 float64, sx, sy func(float64) float64, xLabel, yLabel string) {
 	fmt.Fprintf(b, `<rect x="%.0f" y="%.0f" width="%.0f" height="%.0f" fill="none" stroke="#888"/>`, padL, padT, innerW, innerH)
-	for i := 0; i <= ticks; i++ {
-		xv := x0 + (x1-x0)*float64(i)/ticks
-		yv := y1 * float64(i) / ticks
+	for _, xv := range niceTicks(x0, x1) {
 		fmt.Fprintf(b, `<text x="%.1f" y="%.0f" font-size="11" text-anchor="middle">%s</text>`, sx(xv), padT+innerH+15, num(xv))
+	}
+	for _, yv := range niceTicks(0, y1) {
 		fmt.Fprintf(b, `<text x="%.0f" y="%.1f" font-size="11" text-anchor="end">%s</text>`, padL-4, sy(yv)+4, num(yv))
 		fmt.Fprintf(b, `<line x1="%.0f" x2="%.0f" y1="%.1f" y2="%.1f" stroke="#eee"/>`, padL, padL+innerW, sy(yv), sy(yv))
 	}
@@ -204,6 +214,25 @@ func drawLine(b *strings.Builder, l line, sx, sy func(float64) float64, x1 float
 		fmt.Fprintf(&pts, "%.1f,%.1f ", sx(p.x), sy(p.y))
 	}
 	fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="1.5" points="%s"/>`, l.color, strings.TrimSpace(pts.String()))
+}
+
+// niceTicks returns about ticks round values (1, 2 or 5 × 10^k apart) in
+// [lo, hi].
+func niceTicks(lo, hi float64) []float64 {
+	raw := (hi - lo) / ticks
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := 10 * mag
+	for _, m := range []float64{1, 2, 5} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var out []float64
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		out = append(out, v)
+	}
+	return out
 }
 
 // num formats a tick value compactly.

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -81,5 +82,29 @@ func TestWriteTableMedians(t *testing.T) {
 	}
 	if got := median([]*FailoverReport{{PlayersPerSecond: 1}, {PlayersPerSecond: 4}}, func(r *FailoverReport) float64 { return r.PlayersPerSecond }); got != 2.5 {
 		t.Errorf("median of 1 and 4 = %v, want 2.5", got)
+	}
+}
+
+func TestNiceTicks(t *testing.T) {
+	for _, c := range []struct {
+		lo, hi float64
+		want   []float64
+	}{
+		{0, 1, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
+		{0.36, 212, []float64{50, 100, 150, 200}},
+		{0, 361, []float64{0, 100, 200, 300}},
+		{-3, 7, []float64{-2, 0, 2, 4, 6}},
+	} {
+		got := niceTicks(c.lo, c.hi)
+		if len(got) != len(c.want) {
+			t.Errorf("niceTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
+			continue
+		}
+		for i := range got {
+			if math.Abs(got[i]-c.want[i]) > 1e-9 {
+				t.Errorf("niceTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
+				break
+			}
+		}
 	}
 }
