@@ -121,7 +121,7 @@ type foRoom struct {
 	players []*foPlayer
 
 	mu         sync.Mutex
-	broken     bool // a join failed: left out of the failover
+	broken     bool // a join failed, or no full membership or host: left out of the failover
 	latest     fullState
 	oldHost    string // set just before the host's close
 	successor  string
@@ -502,8 +502,8 @@ func settle(ctx context.Context, rooms []*foRoom) {
 	}
 }
 
-// lastSeenBelow reports whether p has seen nothing up to v yet, from the
-// room's view (observe runs under the room's mutex after p.last is set).
+// lastSeenBelow reports whether p's newest revision is still below v
+// (false once its reader has ended).
 func (p *foPlayer) lastSeenBelow(v uint64) bool {
 	select {
 	case <-p.done:
