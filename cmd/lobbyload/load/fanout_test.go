@@ -27,10 +27,18 @@ func serverBinary(t *testing.T) string {
 	return bin
 }
 
-// startServer runs the binary and returns its base URL.
+// startServer runs the wsserver binary and returns its base URL.
 func startServer(t *testing.T, bin string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-log-level", "warn"}, args...)...)
+	base, _ := startProcess(t, bin, append([]string{"-log-level", "warn"}, args...)...)
+	return base
+}
+
+// startProcess runs a server binary that prints its URL on its first line,
+// stops it at the end of the test, and returns the URL and its PID.
+func startProcess(t *testing.T, bin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	cmd.Env = []string{"HOME=" + t.TempDir()}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -57,7 +65,7 @@ func startServer(t *testing.T, bin string, args ...string) string {
 	if err != nil || i < 0 {
 		t.Fatalf("server printed no URL: %q %v", line, err)
 	}
-	return strings.TrimSuffix(strings.Fields(line[i:])[0], "/")
+	return strings.TrimSuffix(strings.Fields(line[i:])[0], "/"), cmd.Process.Pid
 }
 
 // A small fanout run against one server process on the memory store: every

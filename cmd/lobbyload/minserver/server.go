@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// ticketTTL is how long a socket ticket stays good.
+const ticketTTL = 30 * time.Second
+
+// ticket names the room and user a socket upgrade joins.
+type ticket struct {
+	room, user string
+	expires    time.Time
+}
+
+// server holds the tickets and the rooms. Each room has its own mutex;
+// server.mu guards only the two maps.
+type server struct {
+	grace time.Duration
+
+	mu      sync.Mutex
+	tickets map[string]ticket
+	rooms   map[string]*room
+}
+
+func newServer(grace time.Duration) *server {
+	return &server{grace: grace, tickets: map[string]ticket{}, rooms: map[string]*room{}}
+}
+
+func (s *server) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /rooms/{roomId}/socket-ticket", s.issueTicket)
+	mux.HandleFunc("GET /ws", s.socket)
+	return mux
+}
+
+// issueTicket answers 201 {"ticket","roomId","userId"}.
+func (s *server) issueTicket(w http.ResponseWriter, r *http.Request) {
+	user, room := r.Header.Get("x-authenticated-user"), r.PathValue("roomId")
+	if user == "" || room == "" {
+		http.Error(w, `{"error":"unauthenticated"}`, http.StatusUnauthorized)
+		return
+	}
+	b := make([]byte, 32)
+	rand.Read(b)
+	t := base64.RawURLEncoding.EncodeToString(b)
+	s.mu.Lock()
+	s.tickets[t] = ticket{room: room, user: user, expires: time.Now().Add(ticketTTL)}
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	json.NewEncoder(w).Encode(map[string]string{"ticket": t, "roomId": room, "userId": user})
+}
+
+// redeem spends a ticket and returns the room it joins, created if new.
+func (s *server) redeem(t string) (ticket, *room, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	tk, ok := s.tickets[t]
+	delete(s.tickets, t)
+	if !ok || time.Now().After(tk.expires) {
+		return ticket{}, nil, false
+	}
+	rm := s.rooms[tk.room]
+	if rm == nil {
+		rm = &room{id: tk.room, srv: s, members: map[string]*member{}, socks: map[*sock]bool{}}
+		s.rooms[tk.room] = rm
+	}
+	rm.refs++ // held until the socket is registered or given up
+	return tk, rm, true
+}
+
+// forget drops done references to rm (taken by redeem) and forgets the
+// room once it has neither members nor references. Called with rm.mu held.
+func (s *server) forget(rm *room, done int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rm.refs -= done
+	if rm.refs == 0 && len(rm.members) == 0 {
+		delete(s.rooms, rm.id)
+	}
+}
+
+// socket joins the ticket's user, then completes the upgrade, then serves
+// the socket until it closes.
+func (s *server) socket(w http.ResponseWriter, r *http.Request) {
+	tk, rm, ok := s.redeem(r.URL.Query().Get("ticket"))
+	if !ok {
+		http.Error(w, `{"error":"ticket_unknown"}`, http.StatusUnauthorized)
+		return
+	}
+	rm.mu.Lock()
+	m := rm.join(tk.user)
+	rm.mu.Unlock()
+	conn, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		rm.mu.Lock()
+		rm.socketClosed(m)
+		s.forget(rm, 1)
+		rm.mu.Unlock()
+		return
+	}
+	sk := &sock{conn: conn, out: make(chan []byte, sendQueue)}
+	rm.mu.Lock()
+	rm.socks[sk] = true
+	sk.send(rm.state("snapshot", ""))
+	s.forget(rm, 1)
+	rm.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go sk.write(ctx)
+	for { // reading answers pings and sees the close
+		if _, _, err := conn.Read(ctx); err != nil {
+			break
+		}
+	}
+	cancel()
+	conn.CloseNow()
+	rm.mu.Lock()
+	delete(rm.socks, sk)
+	rm.socketClosed(m)
+	rm.mu.Unlock()
+}
+
+// sendQueue is how many states may wait for a slow socket before it is cut.
+const sendQueue = 256
+
+// sock is one open socket; its writer goroutine drains out in order.
+type sock struct {
+	conn *websocket.Conn
+	out  chan []byte
+}
+
+// send queues a message, or cuts the socket if its queue is full. Called
+// with the room's mutex held, so a room's messages queue in commit order.
+func (sk *sock) send(msg []byte) {
+	select {
+	case sk.out <- msg:
+	default:
+		sk.conn.CloseNow()
+	}
+}
+
+func (sk *sock) write(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg := <-sk.out:
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := sk.conn.Write(wctx, websocket.MessageText, msg)
+			cancel()
+			if err != nil {
+				sk.conn.CloseNow()
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+type testState struct {
+	Type    string  `json:"type"`
+	Version uint64  `json:"version"`
+	HostID  *string `json:"hostId"`
+	Reason  string  `json:"reason"`
+	Members []struct {
+		UserID  string `json:"userId"`
+		JoinSeq uint64 `json:"joinSeq"`
+		Status  string `json:"status"`
+		Host    bool   `json:"host"`
+	} `json:"members"`
+}
+
+// join gets a ticket and opens a socket; the returned channel yields every
+// state the socket receives.
+func join(t *testing.T, base, room, user string) (*websocket.Conn, <-chan testState) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, base+"/rooms/"+room+"/socket-ticket", nil)
+	req.Header.Set("x-authenticated-user", user)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tr struct{ Ticket string }
+	json.NewDecoder(resp.Body).Decode(&tr)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated || tr.Ticket == "" {
+		t.Fatalf("ticket: HTTP %d %q", resp.StatusCode, tr.Ticket)
+	}
+	conn, _, err := websocket.Dial(context.Background(), "ws"+strings.TrimPrefix(base, "http")+"/ws?ticket="+tr.Ticket, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan testState, 64)
+	go func() {
+		defer close(ch)
+		for {
+			_, data, err := conn.Read(context.Background())
+			if err != nil {
+				return
+			}
+			var s testState
+			if json.Unmarshal(data, &s) == nil && s.Type == "lobby.state" {
+				ch <- s
+			}
+		}
+	}()
+	return conn, ch
+}
+
+// await returns the first state from ch that ok accepts, failing after 10 s.
+func await(t *testing.T, ch <-chan testState, what string, ok func(testState) bool) testState {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case s, open := <-ch:
+			if !open {
+				t.Fatalf("socket closed waiting for %s", what)
+			}
+			if ok(s) {
+				return s
+			}
+		case <-timeout:
+			t.Fatalf("no state with %s within 10s", what)
+		}
+	}
+}
+
+func host(s testState) string {
+	if s.HostID == nil {
+		return ""
+	}
+	return *s.HostID
+}
+
+// The first member hosts; when it drops, it stays host through the grace
+// (reconnecting), then the online member with the lowest joinSeq takes over,
+// and revisions only go up.
+func TestFailoverToLowestJoinSeq(t *testing.T) {
+	ts := httptest.NewServer(newServer(100 * time.Millisecond).routes())
+	defer ts.Close()
+	a, _ := join(t, ts.URL, "r1", "alice")
+	_, bch := join(t, ts.URL, "r1", "bob")
+	_, cch := join(t, ts.URL, "r1", "carol")
+	s := await(t, cch, "3 members", func(s testState) bool { return len(s.Members) == 3 })
+	if host(s) != "alice" || s.Members[0].JoinSeq >= s.Members[1].JoinSeq || !s.Members[0].Host {
+		t.Fatalf("state after joins %+v, want alice hosting, joinSeq ascending", s)
+	}
+	a.Close(websocket.StatusNormalClosure, "bye")
+	d := await(t, bch, "alice reconnecting", func(s testState) bool { return s.Reason == "disconnected" })
+	if host(d) != "alice" || d.Members[0].Status != "reconnecting" {
+		t.Errorf("after alice's close %+v, want alice still host and reconnecting", d)
+	}
+	f := await(t, bch, "a new host", func(s testState) bool { return host(s) != "alice" })
+	if host(f) != "bob" || len(f.Members) != 2 || f.Version != d.Version+1 {
+		t.Errorf("after the grace %+v, want bob hosting 2 members at version %d", f, d.Version+1)
+	}
+	if c := await(t, cch, "a new host", func(s testState) bool { return host(s) != "alice" }); c.Version != f.Version || host(c) != "bob" {
+		t.Errorf("carol saw %+v, bob saw %+v", c, f)
+	}
+}
+
+// A member that comes back within the grace keeps its place and the host
+// role.
+func TestReconnectWithinGrace(t *testing.T) {
+	ts := httptest.NewServer(newServer(time.Hour).routes())
+	defer ts.Close()
+	a, _ := join(t, ts.URL, "r1", "alice")
+	_, bch := join(t, ts.URL, "r1", "bob")
+	a.CloseNow()
+	await(t, bch, "alice reconnecting", func(s testState) bool { return s.Reason == "disconnected" })
+	join(t, ts.URL, "r1", "alice")
+	s := await(t, bch, "alice back", func(s testState) bool { return s.Reason == "reconnected" })
+	if host(s) != "alice" || s.Members[0].UserID != "alice" || s.Members[0].Status != "online" {
+		t.Errorf("after reconnect %+v, want alice online, first and hosting", s)
+	}
+}
+
+// A ticket works once.
+func TestTicketSingleUse(t *testing.T) {
+	ts := httptest.NewServer(newServer(time.Second).routes())
+	defer ts.Close()
+	srv := newServer(time.Second)
+	srv.tickets["x"] = ticket{room: "r", user: "u", expires: time.Now().Add(time.Minute)}
+	if _, _, ok := srv.redeem("x"); !ok {
+		t.Fatal("first redeem refused")
+	}
+	if _, _, ok := srv.redeem("x"); ok {
+		t.Fatal("second redeem accepted")
+	}
+	resp, err := http.Get(ts.URL + "/ws?ticket=nope")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("unknown ticket: HTTP %d, want 401", resp.StatusCode)
+	}
+}
