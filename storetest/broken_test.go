@@ -165,3 +165,53 @@ func TestClauseTable(t *testing.T) {
 		}
 	}
 }
+
+// noBatchEnv makes TestNoBatchTarget run.
+const noBatchEnv = "LOBBYHOST_STORETEST_NO_BATCH"
+
+// batchChecks are the suite's checks of store.BatchWriter.
+var batchChecks = []string{
+	"BatchOutcomes", "BatchSameLobby", "BatchEmpty", "BatchAliasing",
+	"BatchContextCancelled", "BatchConcurrent", "BatchSubscribe", "BatchLarge",
+}
+
+// plainStore offers only store.Store of the store it holds: none of the
+// optional capabilities.
+type plainStore struct{ store.Store }
+
+// TestNoBatchTarget runs the suite on a store without store.BatchWriter.
+// It is the child half of TestWithoutBatchWriter.
+func TestNoBatchTarget(t *testing.T) {
+	if os.Getenv(noBatchEnv) == "" {
+		t.Skip("run by TestWithoutBatchWriter, which re-executes the test binary with " + noBatchEnv + " set")
+	}
+	storetest.RunWith(t, func(*testing.T) store.Store { return plainStore{newSimpleStore(noFlaw, store.Retention{})} }, storetest.Options{
+		NewRetained: func(_ *testing.T, r store.Retention) store.Store { return plainStore{newSimpleStore(noFlaw, r)} },
+	})
+}
+
+// TestWithoutBatchWriter: a store without the optional store.BatchWriter
+// passes the suite; each Batch check skips and says why, rather than
+// failing.
+func TestWithoutBatchWriter(t *testing.T) {
+	if os.Getenv(noBatchEnv) != "" {
+		t.Skip("already the child process")
+	}
+	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run=^TestNoBatchTarget$/^Batch", "-test.count=1", "-test.v", "-rapid.nofailfile")
+	cmd.Env = append(os.Environ(), noBatchEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("the Batch checks on a store without store.BatchWriter: want a passing run, got %v. Output:\n%s", err, out)
+	}
+	for _, name := range batchChecks {
+		if !strings.Contains(string(out), "--- SKIP: TestNoBatchTarget/"+name+" ") {
+			t.Errorf("check %s did not skip on a store without store.BatchWriter. Output:\n%s", name, out)
+		}
+	}
+	if n := strings.Count(string(out), "--- SKIP: TestNoBatchTarget/Batch"); n != len(batchChecks) {
+		t.Errorf("%d Batch checks skipped, want the %d of batchChecks (is a new one missing from the list?). Output:\n%s", n, len(batchChecks), out)
+	}
+	if n := strings.Count(string(out), "does not implement the optional store.BatchWriter"); n != len(batchChecks) {
+		t.Errorf("%d of %d skipped Batch checks say the store lacks store.BatchWriter. Output:\n%s", n, len(batchChecks), out)
+	}
+}

@@ -145,7 +145,8 @@ var modelDeadlines = []time.Time{
 }
 
 // checkModel: random sequences of calls (writes with right and wrong
-// versions, with and without Effects, deletes, loads, due queries, log
+// versions, with and without Effects, alone and, for a store.BatchWriter,
+// in batches, deletes, loads, due queries, log
 // reads and heads; without retention, consumers registering, claiming and
 // committing; with retention, trims as the writers' clock moves)
 // give the same results as the reference model, and after every step the
@@ -216,22 +217,7 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 				if err != nil {
 					rt.Fatalf("Write(%q, expected %d) = %v, want nil", id, expected, err)
 				}
-				m.records[id] = store.Record{ID: id, Version: right + 1, Data: bytes.Clone(w.Data), Deadline: w.Deadline}
-				m.floors[id] = right + 1
-				delete(m.tombs, id)
-				l := m.logs[id]
-				if l == nil {
-					l = &modelLog{born: m.global}
-					m.logs[id] = l
-				}
-				if effects != nil {
-					l.entries = append(l.entries, store.Entry{Lobby: id, Version: right + 1, At: w.At, Data: bytes.Clone(effects)})
-					for _, c := range m.consumers {
-						if _, ok := c.cursors[id]; !ok {
-							c.cursors[id] = right // just before the first entry it is due
-						}
-					}
-				}
+				m.commit(w)
 			},
 			"Delete": func(rt *rapid.T) {
 				id := genID.Draw(rt, "id")
@@ -316,6 +302,56 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 					rt.Fatalf("due index differs from the model (-want +got):\n%s", d)
 				}
 			},
+		}
+		if b, ok := s.(store.BatchWriter); ok {
+			// Batches of up to four writes, each with the right version
+			// (counting the earlier writes of the batch) or a wrong
+			// one, now and then an invalid one.
+			actions["WriteBatch"] = func(rt *rapid.T) {
+				n := rapid.IntRange(0, 4).Draw(rt, "writes")
+				ws := make([]store.Write, n)
+				want := make([]error, n)
+				pending := map[string]uint64{} // versions after the batch's earlier writes
+				for i := range ws {
+					id := genID.Draw(rt, "id")
+					right, ok := pending[id]
+					if !ok {
+						right = m.version(id)
+					}
+					expected := right
+					switch rapid.IntRange(0, 5).Draw(rt, "version") {
+					case 0:
+						expected = genWrong(rt, right)
+						want[i] = store.ErrConflict
+					case 1:
+						id = ""
+						want[i] = store.ErrInvalid
+					default:
+						pending[id] = right + 1
+					}
+					var effects []byte
+					if rapid.Bool().Draw(rt, "with effects") {
+						effects = genData.Draw(rt, "effects data")
+					}
+					ws[i] = store.Write{ID: id, Expected: expected, Data: genData.Draw(rt, "data"), Deadline: genDeadline.Draw(rt, "deadline"),
+						At: m.now, Effects: effects}
+					m.now = m.now.Add(time.Millisecond)
+				}
+				errs := b.WriteBatch(ctx, ws)
+				if len(errs) != n {
+					rt.Fatalf("WriteBatch of %d writes returned %d outcomes: %v", n, len(errs), errs)
+				}
+				for i, w := range ws {
+					if want[i] == nil {
+						if errs[i] != nil {
+							rt.Fatalf("WriteBatch: write %d (%q, expected %d) = %v, want nil", i, w.ID, w.Expected, errs[i])
+						}
+						m.commit(w)
+					} else if !errors.Is(errs[i], want[i]) {
+						rt.Fatalf("WriteBatch: write %d (%q, expected %d) = %s, want %v", i, w.ID, w.Expected, describe(errs[i]), want[i])
+					}
+				}
+			}
 		}
 		if !retained {
 			// Consumers, where nothing is trimmed (a consumer's work
@@ -433,6 +469,28 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 		}
 		rt.Repeat(actions)
 	})
+}
+
+// commit is what a Write of w the store accepted (w.Expected was the
+// lobby's version) leaves in the model.
+func (m *model) commit(w store.Write) {
+	id, right := w.ID, w.Expected
+	m.records[id] = store.Record{ID: id, Version: right + 1, Data: bytes.Clone(w.Data), Deadline: w.Deadline}
+	m.floors[id] = right + 1
+	delete(m.tombs, id)
+	l := m.logs[id]
+	if l == nil {
+		l = &modelLog{born: m.global}
+		m.logs[id] = l
+	}
+	if w.Effects != nil {
+		l.entries = append(l.entries, store.Entry{Lobby: id, Version: right + 1, At: w.At, Data: bytes.Clone(w.Effects)})
+		for _, c := range m.consumers {
+			if _, ok := c.cursors[id]; !ok {
+				c.cursors[id] = right // just before the first entry it is due
+			}
+		}
+	}
 }
 
 // modelLoad compares Load(id) with the model.

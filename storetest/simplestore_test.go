@@ -43,6 +43,7 @@ type simpleStore struct {
 	appends   uint64                     // counts appends, to order ClaimLog by oldest work
 
 	forward map[*store.Feed]chan store.Change // feedDropsUnderLoad's buffers
+	silent  int                               // batchNoChange: batches under way, whose appends notify nobody
 }
 
 // simpleLog is one lobby's effects log and its trimmed marker: the highest
@@ -290,6 +291,44 @@ var (
 	feedDropsUnderLoad = flaw{"feed-drops-under-load", "SubscribeFollow"}
 	// Write adds the Change, then (after a window) commits.
 	feedBeforeCommit = flaw{"feed-before-commit", "SubscribeAfterCommit"}
+
+	// Batches (store.BatchWriter).
+
+	// WriteBatch returns the outcomes in reverse order.
+	batchReversed = flaw{"batch-outcomes-reversed", "BatchOutcomes"}
+	// WriteBatch leaves out the nil outcomes at the end of the batch.
+	batchShortResult = flaw{"batch-short-result", "BatchOutcomes"}
+	// WriteBatch runs in one transaction that rolls back when a write
+	// conflicts: every write of the batch then reports the conflict.
+	batchConflictFailsAll = flaw{"batch-conflict-fails-all", "BatchOutcomes"}
+	// The same for an invalid write: the whole batch is refused.
+	batchInvalidFailsAll = flaw{"batch-invalid-fails-all", "BatchOutcomes"}
+	// WriteBatch stores records and entries but leaves the due index as
+	// it was.
+	batchSkipsDue = flaw{"batch-skips-due-index", "BatchOutcomes"}
+	// WriteBatch stores records and deadlines but appends no entry.
+	batchSkipsLog = flaw{"batch-skips-log", "BatchOutcomes"}
+	// WriteBatch applies the writes in reverse order (a stack), so writes
+	// to one lobby apply in another order than given.
+	batchReordered = flaw{"batch-same-lobby-reordered", "BatchSameLobby"}
+	// An empty batch is ErrInvalid (one outcome for no write).
+	batchEmptyInvalid = flaw{"batch-empty-invalid", "BatchEmpty"}
+	// WriteBatch keeps the caller's Data slices.
+	batchAliasesData = flaw{"batch-aliases-data", "BatchAliasing"}
+	// WriteBatch keeps the caller's Effects slices.
+	batchAliasesEffects = flaw{"batch-aliases-effects", "BatchAliasing"}
+	// WriteBatch sends its first chunk of 8 writes without looking at the
+	// context, and looks only before each later chunk: a done context
+	// leaves the batch written in part.
+	batchPartialOnCancel = flaw{"batch-partial-on-cancel", "BatchContextCancelled"}
+	// WriteBatch checks every version under the lock, releases it, then
+	// commits: racing batches can both win a version.
+	batchCheckThenSet = flaw{"batch-check-then-set", "BatchConcurrent"}
+	// Writes committed by WriteBatch add no Change to the feeds.
+	batchNoChange = flaw{"batch-adds-no-change", "BatchSubscribe"}
+	// WriteBatch sends the first 256 writes and reports the rest as
+	// committed without sending them (a cap on a script's arguments).
+	batchCapped = flaw{"batch-capped", "BatchLarge"}
 )
 
 var flaws = []flaw{
@@ -307,12 +346,16 @@ var flaws = []flaw{
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit, feedDropsUnderLoad,
+	batchReversed, batchShortResult, batchConflictFailsAll, batchInvalidFailsAll, batchSkipsDue, batchSkipsLog,
+	batchReordered, batchEmptyInvalid, batchAliasesData, batchAliasesEffects, batchPartialOnCancel,
+	batchCheckThenSet, batchNoChange, batchCapped,
 }
 
 var (
-	_ store.Store    = (*simpleStore)(nil)
-	_ store.Claimer  = (*simpleStore)(nil)
-	_ store.Notifier = (*simpleStore)(nil)
+	_ store.Store       = (*simpleStore)(nil)
+	_ store.Claimer     = (*simpleStore)(nil)
+	_ store.Notifier    = (*simpleStore)(nil)
+	_ store.BatchWriter = (*simpleStore)(nil)
 )
 
 func newSimpleStore(f flaw, r store.Retention) *simpleStore {
@@ -433,19 +476,20 @@ func (s *simpleStore) Load(ctx context.Context, id string) (store.Record, error)
 	return copyRecord(r), nil
 }
 
-func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
-	if s.flaw != contextAfterWrite { // which looks only after committing, below
-		if err := s.ctxErr(ctx); err != nil {
-			return err
-		}
-	}
+// validate is Write's argument check.
+func (s *simpleStore) validate(w store.Write) error {
 	if s.flaw == expectedOverflows {
 		if w.ID == "" {
 			return store.ErrInvalid
 		}
-	} else if err := w.Validate(); err != nil {
-		return err
+		return nil
 	}
+	return w.Validate()
+}
+
+// prepare builds what a valid w stores: the key, the record and the entry
+// (nil without Effects), sharing no memory with w unless a flaw says so.
+func (s *simpleStore) prepare(w store.Write) (string, store.Record, *store.Entry) {
 	k := s.key(w.ID)
 	rec := store.Record{ID: w.ID, Version: w.Expected + 1, Data: s.copyData(w.Data), Deadline: w.Deadline.Round(0)}
 	switch s.flaw {
@@ -475,7 +519,19 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 		}
 		e = &store.Entry{Lobby: w.ID, Version: rec.Version, At: at, Data: data}
 	}
+	return k, rec, e
+}
 
+func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
+	if s.flaw != contextAfterWrite { // which looks only after committing, below
+		if err := s.ctxErr(ctx); err != nil {
+			return err
+		}
+	}
+	if err := s.validate(w); err != nil {
+		return err
+	}
+	k, rec, e := s.prepare(w)
 	switch s.flaw {
 	case lostUpdate:
 		s.mu.Lock()
@@ -724,7 +780,7 @@ func (s *simpleStore) fold(k string) {
 }
 
 func (s *simpleStore) notify(c store.Change) {
-	if s.flaw == feedSilent {
+	if s.flaw == feedSilent || s.silent > 0 {
 		return
 	}
 	if s.flaw == changeWrongVersion {
@@ -1164,6 +1220,193 @@ func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
 		s.subs = slices.DeleteFunc(s.subs, func(o *store.Feed) bool { return o == f })
 	})
 	return f, nil
+}
+
+// WriteBatch applies each write as Write does, one after another in the
+// order given, after looking at the context once. With a batch flaw it
+// breaks one rule of store.BatchWriter.
+func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error {
+	if s.flaw == batchEmptyInvalid && len(ws) == 0 {
+		return []error{store.ErrInvalid}
+	}
+	errs := make([]error, len(ws))
+	if s.flaw != batchPartialOnCancel { // which looks between chunks, below
+		if err := s.ctxErr(ctx); err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+	}
+	switch s.flaw {
+	case batchConflictFailsAll, batchInvalidFailsAll:
+		if err := s.batchRefused(ws); err != nil {
+			for i := range errs {
+				errs[i] = err
+			}
+			return errs
+		}
+	case batchCheckThenSet:
+		return s.batchCheckThenSet(ws)
+	case batchNoChange:
+		s.mu.Lock()
+		s.silent++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.silent--
+			s.mu.Unlock()
+		}()
+	}
+	order := make([]int, len(ws))
+	for i := range order {
+		order[i] = i
+	}
+	if s.flaw == batchReordered {
+		slices.Reverse(order)
+	}
+	for _, i := range order {
+		w := ws[i]
+		switch s.flaw {
+		case batchPartialOnCancel:
+			if i >= 8 && i%8 == 0 && ctx.Err() != nil {
+				for j := i; j < len(ws); j++ {
+					errs[j] = ctx.Err()
+				}
+				return errs
+			}
+			errs[i] = s.Write(context.WithoutCancel(ctx), w)
+			continue
+		case batchCapped:
+			if i >= 256 {
+				continue // reported as committed, never sent
+			}
+		case batchSkipsLog:
+			w.Effects = nil
+		case batchSkipsDue:
+			errs[i] = s.writeKeepingIndex(ctx, w)
+			continue
+		}
+		errs[i] = s.Write(ctx, w)
+		if errs[i] == nil && (s.flaw == batchAliasesData || s.flaw == batchAliasesEffects) {
+			s.alias(w)
+		}
+	}
+	switch s.flaw {
+	case batchReversed:
+		slices.Reverse(errs)
+	case batchShortResult:
+		for len(errs) > 0 && errs[len(errs)-1] == nil {
+			errs = errs[:len(errs)-1]
+		}
+	}
+	return errs
+}
+
+// batchRefused is the error that makes batchConflictFailsAll or
+// batchInvalidFailsAll refuse the whole of ws, or nil if no write of ws
+// would be refused for that reason.
+func (s *simpleStore) batchRefused(ws []store.Write) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	versions := map[string]uint64{}
+	for _, w := range ws {
+		if err := s.validate(w); err != nil {
+			if s.flaw == batchInvalidFailsAll {
+				return err
+			}
+			continue
+		}
+		k := s.key(w.ID)
+		v, ok := versions[k]
+		if !ok {
+			v = s.floor(k)
+		}
+		if v != w.Expected {
+			if s.flaw == batchConflictFailsAll {
+				return store.ErrConflict
+			}
+			continue
+		}
+		versions[k] = v + 1
+	}
+	return nil
+}
+
+// batchCheckThenSet is WriteBatch for batchCheckThenSet: every version is
+// checked under the lock, and the writes that passed are committed after
+// a window, without looking again.
+func (s *simpleStore) batchCheckThenSet(ws []store.Write) []error {
+	type pass struct {
+		k   string
+		rec store.Record
+		e   *store.Entry
+	}
+	errs := make([]error, len(ws))
+	var passed []pass
+	s.mu.Lock()
+	versions := map[string]uint64{}
+	for i, w := range ws {
+		if errs[i] = s.validate(w); errs[i] != nil {
+			continue
+		}
+		k, rec, e := s.prepare(w)
+		v, ok := versions[k]
+		if !ok {
+			v = s.floor(k)
+		}
+		if v != w.Expected {
+			errs[i] = store.ErrConflict
+			continue
+		}
+		versions[k] = v + 1
+		passed = append(passed, pass{k, rec, e})
+	}
+	s.mu.Unlock()
+	window()
+	s.mu.Lock()
+	for _, p := range passed {
+		s.commit(p.k, p.rec, p.e)
+	}
+	s.mu.Unlock()
+	return errs
+}
+
+// writeKeepingIndex is Write for batchSkipsDue: the due index keeps what
+// it had for the lobby.
+func (s *simpleStore) writeKeepingIndex(ctx context.Context, w store.Write) error {
+	k := s.key(w.ID)
+	s.mu.Lock()
+	old, had := s.index[k]
+	s.mu.Unlock()
+	if err := s.Write(ctx, w); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if had {
+		s.index[k] = old
+	} else {
+		delete(s.index, k)
+	}
+	return nil
+}
+
+// alias makes the record (batchAliasesData) or the newest entry
+// (batchAliasesEffects) just written from w hold w's own slice.
+func (s *simpleStore) alias(w store.Write) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.key(w.ID)
+	if s.flaw == batchAliasesData {
+		rec := s.records[k]
+		rec.Data = w.Data
+		s.records[k] = rec
+		return
+	}
+	if l := s.logs[k]; w.Effects != nil && l != nil && len(l.entries) > 0 {
+		l.entries[len(l.entries)-1].Data = w.Effects
+	}
 }
 
 func (f flaw) String() string { return fmt.Sprintf("%s (caught by %s)", f.name, f.check) }

@@ -23,9 +23,15 @@
 //
 //	go test -race -run 'TestConformance/LogAtomic'
 //
-// The optional capabilities store.Claimer and store.Notifier are found by
-// type assertion and checked when the store has them (their subtests say so
-// and skip otherwise).
+// The optional capabilities store.Claimer, store.Notifier and
+// store.BatchWriter are found by type assertion and checked when the store
+// has them (their subtests say so and skip otherwise: a store without them
+// is complete). The Batch checks hold WriteBatch to what the same Writes
+// would do: one outcome per write in order, each its own compare-and-set,
+// writes to one lobby applied in the order given, nothing kept of the
+// caller's slices, nothing written with a done context, exactly one commit
+// per version when batches and Writes race, a Change for every committed
+// entry, and batches of hundreds of writes.
 //
 // # What the suite holds a store to
 //
@@ -193,6 +199,14 @@ var checks = []check{
 	{"Subscribe", onStore(checkSubscribe)},
 	{"SubscribeAfterCommit", onStore(checkSubscribeAfterCommit)},
 	{"SubscribeFollow", onStore(checkSubscribeFollow)},
+	{"BatchOutcomes", onStore(checkBatchOutcomes)},
+	{"BatchSameLobby", onStore(checkBatchSameLobby)},
+	{"BatchEmpty", onStore(checkBatchEmpty)},
+	{"BatchAliasing", onStore(checkBatchAliasing)},
+	{"BatchContextCancelled", onStore(checkBatchContextCancelled)},
+	{"BatchConcurrent", onStore(checkBatchConcurrent)},
+	{"BatchSubscribe", onStore(checkBatchSubscribe)},
+	{"BatchLarge", onStore(checkBatchLarge)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each

@@ -15,10 +15,11 @@
 // entry are stored under one lock. A Write whose data fits the record's
 // current buffer and that carries no Effects allocates nothing; a Write
 // with Effects allocates the entry's copy. Load, ReadLog and Due allocate
-// the copies they return. Due and Claim lock and peek at every shard and
-// then walk only the due entries that can still make the limit, so a query
-// costs O(shards + k log k) for k results in the common case, never a scan
-// of all lobbies. An idle lobby without log entries costs its data plus
+// the copies they return. [Store.WriteBatch] costs what its Writes would
+// one by one: memory has no round trip to save. Due and Claim lock and
+// peek at every shard and then walk only the due entries that can still
+// make the limit, so a query costs O(shards + k log k) for k results in
+// the common case, never a scan of all lobbies. An idle lobby without log entries costs its data plus
 // roughly 200 bytes; each kept log entry costs its data plus 64 to 128
 // bytes (its slot in a ring buffer that grows by doubling up to the count
 // bound, and shrinks again when TrimLog empties it).
@@ -87,12 +88,13 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
-// Compile-time checks that Store offers the contract and both optional
+// Compile-time checks that Store offers the contract and the optional
 // capabilities.
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Claimer  = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store       = (*Store)(nil)
+	_ store.Claimer     = (*Store)(nil)
+	_ store.Notifier    = (*Store)(nil)
+	_ store.BatchWriter = (*Store)(nil)
 )
 
 // numShards is the number of independently locked partitions. It is a power
@@ -124,8 +126,8 @@ func WithRetention(r store.Retention) Option {
 	return func(c *config) { c.retention = r }
 }
 
-// Store is an in-memory store.Store, also implementing store.Claimer and
-// store.Notifier. The zero value is not usable; call New. A Store is safe for
+// Store is an in-memory store.Store, also implementing store.Claimer,
+// store.Notifier and store.BatchWriter. The zero value is not usable; call New. A Store is safe for
 // concurrent use by any number of goroutines.
 type Store struct {
 	seed    maphash.Seed
@@ -266,6 +268,40 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return s.write(&w)
+}
+
+// WriteBatch applies each of ws as Write would, one after another in the
+// order given, and returns one outcome per write: nil where it committed,
+// an error wrapping store.ErrConflict or store.ErrInvalid where it wrote
+// nothing. Each write is its own compare-and-set under its own shard's
+// lock, so a conflicting or invalid write leaves the others alone, and a
+// write expecting the version an earlier write of the same batch creates
+// commits after it. Readers may see some writes of the batch before the
+// others.
+//
+// The context is looked at once, first: if it is already done, every
+// outcome is ctx.Err() and nothing is written; otherwise the whole batch is
+// applied (memory has no round trip to abandon halfway). WriteBatch costs
+// what the same Writes would, plus the returned slice; it keeps none of ws
+// and no Data or Effects slice.
+func (s *Store) WriteBatch(ctx context.Context, ws []store.Write) []error {
+	errs := make([]error, len(ws))
+	if err := ctx.Err(); err != nil {
+		for i := range errs {
+			errs[i] = err
+		}
+		return errs
+	}
+	for i := range ws {
+		errs[i] = s.write(&ws[i])
+	}
+	return errs
+}
+
+// write is Write after its context check. It reads *w and keeps nothing of
+// it.
+func (s *Store) write(w *store.Write) error {
 	if err := w.Validate(); err != nil {
 		return err
 	}
