@@ -251,3 +251,100 @@ func drainOutbox(tb testing.TB, svc *lobby.Service) {
 		}
 	}
 }
+
+// BenchmarkServiceJoin: the fixed cost of a join through Service and
+// memstore: each op joins one new player, four to a lobby, so three in
+// four joins find a lobby with members and one creates it.
+func BenchmarkServiceJoin(b *testing.B) {
+	ctx := context.Background()
+	p := lobby.DefaultPolicy()
+	p.HeartbeatTTL = 0
+	svc, err := lobby.NewService(memstore.New(), lobby.WithPolicy(p))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, b.N/4+1)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lobby-%07d", i)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := svc.Join(ctx, ids[i/4], benchPlayers[i&3], nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkServiceExpiry: the fixed cost of one host lease expiring: each
+// op is one lobby whose host dropped and whose grace is over, advanced by
+// a Sweep (the new host takes over in the same transition).
+func BenchmarkServiceExpiry(b *testing.B) {
+	ctx := context.Background()
+	p := lobby.DefaultPolicy()
+	p.HeartbeatTTL = 0
+	clock := clockwork.NewFakeClockAt(t0)
+	svc, err := lobby.NewService(memstore.New(), lobby.WithClock(clock), lobby.WithPolicy(p))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for l := 0; l < b.N; l++ {
+		id := fmt.Sprintf("lobby-%07d", l)
+		var host uint64
+		for j, pl := range benchPlayers {
+			res, err := svc.Join(ctx, id, pl, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if j == 0 {
+				host = res.Gen
+			}
+		}
+		if _, err := svc.Disconnect(ctx, id, benchPlayers[0], host); err != nil {
+			b.Fatal(err)
+		}
+	}
+	clock.Advance(p.Grace)
+	runtime.GC()
+	b.ReportAllocs()
+	b.ResetTimer()
+	n, err := svc.Sweep(ctx)
+	if err != nil || n != b.N {
+		b.Fatalf("swept %d lobbies of %d, %v", n, b.N, err)
+	}
+}
+
+// BenchmarkWatchCommit: the fixed cost of one commit reaching a Watcher
+// of its lobby in the same process: each op changes a member's
+// attributes and takes the change from the Watcher.
+func BenchmarkWatchCommit(b *testing.B) {
+	ctx := context.Background()
+	p := lobby.DefaultPolicy()
+	p.HeartbeatTTL = 0
+	svc, err := lobby.NewService(memstore.New(), lobby.WithPolicy(p))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, pl := range benchPlayers {
+		if _, err := svc.Join(ctx, "bench", pl, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w, err := svc.Watch(ctx, "bench", 4)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	attrs := [2]map[string]string{{"team": "red"}, {"team": "blue"}}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := svc.Update(ctx, "bench", benchPlayers[1], attrs[i&1]); err != nil {
+			b.Fatal(err)
+		}
+		c, err := w.Next(ctx)
+		if err != nil || c.Version != uint64(i)+5 {
+			b.Fatalf("change %+v, %v; want version %d", c, err, i+5)
+		}
+	}
+}

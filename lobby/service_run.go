@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/store"
@@ -281,28 +282,33 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 		if s.hooks != nil {
 			workers = 1 // a simulation schedules goroutines itself
 		}
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, workers)
+		todo := due[:0:0]
 		for _, d := range due {
-			if seen[d.ID] {
-				continue
+			if !seen[d.ID] {
+				seen[d.ID] = true
+				todo = append(todo, d)
 			}
-			seen[d.ID] = true
-			if workers == 1 {
-				advance(d.ID)
+		}
+		if workers = min(workers, len(todo)); workers <= 1 {
+			for _, d := range todo {
 				if ctx.Err() != nil {
 					break
 				}
-				continue
+				advance(d.ID)
 			}
-			sem <- struct{}{}
-			wg.Add(1)
-			go func(id string) {
-				defer func() { <-sem; wg.Done() }()
-				advance(id)
-			}(d.ID)
+		} else {
+			// A few workers take the lobbies in turn.
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Go(func() {
+					for i := next.Add(1) - 1; i < int64(len(todo)) && ctx.Err() == nil; i = next.Add(1) - 1 {
+						advance(todo[i].ID)
+					}
+				})
+			}
+			wg.Wait()
 		}
-		wg.Wait()
 		if err := ctx.Err(); err != nil {
 			return changed, now, err
 		}
