@@ -23,8 +23,8 @@
 #   PLAYERS   players per room [4]
 #   CONCURRENCY  joins in flight [64]
 #   GRACE     the servers' grace, passed to lobbyload too [200ms]
-#   HEARTBEAT_TTL  wsserver -heartbeat-ttl [0: no heartbeat deadlines, no
-#             heartbeat writes, like minserver; a TCP drop is seen by its RST]
+#   HEARTBEAT_TTL  wsserver -heartbeat-ttl [unset: the server's default, with
+#             pings and heartbeat deadlines; 0 turns them off, like minserver]
 #   OUT       directory for binaries, logs and reports [a new temp dir]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -35,7 +35,8 @@ rooms=${ROOMS:-2000}
 players=${PLAYERS:-4}
 concurrency=${CONCURRENCY:-64}
 grace=${GRACE:-200ms}
-hb=${HEARTBEAT_TTL:-0}
+hb=()
+[[ -n ${HEARTBEAT_TTL:-} ]] && hb=(-heartbeat-ttl "$HEARTBEAT_TTL")
 out=${OUT:-$(mktemp -d /tmp/lobbyload-table.XXXXXX)}
 mkdir -p "$out"
 
@@ -64,9 +65,9 @@ trap stop_server EXIT
 server_args() {
 	case $1 in
 	minimal) echo "$out/minserver" ;;
-	memory) echo "$out/wsserver -log-level warn -heartbeat-ttl $hb -store memory" ;;
-	postgres) echo "$out/wsserver -log-level warn -heartbeat-ttl $hb -store postgres -postgres-dsn $LOBBYHOST_POSTGRES_DSN -postgres-schema $2" ;;
-	redis) echo "$out/wsserver -log-level warn -heartbeat-ttl $hb -store redis -redis-addr $LOBBYHOST_REDIS_ADDR -redis-prefix $2" ;;
+	memory) echo "$out/wsserver -log-level warn ${hb[*]} -store memory" ;;
+	postgres) echo "$out/wsserver -log-level warn ${hb[*]} -store postgres -postgres-dsn $LOBBYHOST_POSTGRES_DSN -postgres-schema $2" ;;
+	redis) echo "$out/wsserver -log-level warn ${hb[*]} -store redis -redis-addr $LOBBYHOST_REDIS_ADDR -redis-prefix $2" ;;
 	*) echo "unknown kind $1" >&2; return 2 ;;
 	esac
 }
