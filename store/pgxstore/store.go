@@ -15,9 +15,10 @@ import (
 
 // Compile-time checks of the capabilities the Store offers.
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Claimer  = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store       = (*Store)(nil)
+	_ store.Claimer     = (*Store)(nil)
+	_ store.Notifier    = (*Store)(nil)
+	_ store.BatchWriter = (*Store)(nil)
 )
 
 // DefaultSchema is the schema a Store uses unless [WithSchema] says otherwise.
@@ -82,6 +83,10 @@ type Store struct {
 	regLock   int64 // see registerLockKey
 	q         queries
 	notify    notifier
+
+	// rolledBack, if set (by tests), hears every error that made
+	// WriteBatch fall back to single writes.
+	rolledBack func(error)
 }
 
 // New returns a Store that runs its statements on pool. The caller keeps
