@@ -1,13 +1,15 @@
 // Package redisstore keeps lobbyhost's lobbies in Redis: a [store.Store]
 // that several server processes can share, with the optional
-// [store.Claimer] and [store.Notifier] capabilities.
+// [store.Claimer], [store.Notifier] and [store.BatchWriter] capabilities.
 //
 // It talks to Redis through a [rueidis.Client] the caller creates, owns and
 // closes; a standalone server, a Sentinel-managed primary and a Redis
 // Cluster all work. Every change (Write, Delete, Claim, TrimLog, ClaimLog,
 // CommitLog) is one Lua script per shard run with EVALSHA, so a commit is
 // one atomic server-side step and one round trip; Load and ReadLog are one
-// read-only script each, LogHeads one pipelined round trip.
+// read-only script each, LogHeads one pipelined round trip. WriteBatch
+// pipelines many write scripts in one round trip, each still its own
+// compare-and-set.
 //
 // # Layout
 //
