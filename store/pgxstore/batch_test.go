@@ -422,3 +422,52 @@ func TestWriteBatchLarge(t *testing.T) {
 		t.Errorf("w253x at version %d, want 5", v)
 	}
 }
+
+// TestClaimLogLocksInBatchOrder: ClaimLog locks cursors in lobby order, as
+// a WriteBatch does, whatever the age order it picks them in. Here "b" has
+// the older work, so a claim locking by age would take b's cursor and then
+// wait for a's, held by a transaction that (like a batch writing a, then
+// b) wants b's next: a deadlock. Locking by lobby, the claim waits for a
+// first, holding nothing, and both go through.
+func TestClaimLogLocksInBatchOrder(t *testing.T) {
+	s := newTestStore(t)
+	ctx := ctxT(t)
+	if err := s.RegisterConsumer(ctx, "relay"); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, s, store.Write{ID: "b", Effects: []byte("e"), At: batchBase})
+	mustWrite(t, s, store.Write{ID: "a", Effects: []byte("e"), At: batchBase.Add(time.Second)})
+
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	lockCursor := s.sql(`SELECT FROM _S_.cursors WHERE name = 'relay' AND lobby = $1 FOR UPDATE`)
+	if _, err := tx.Exec(ctx, lockCursor, []byte("a")); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		cs  []store.Cursor
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		cs, err := s.ClaimLog(ctx, "relay", batchBase, 10, time.Minute)
+		res <- result{cs, err}
+	}()
+	waitForLockWaiters(t, s, 1)
+	if _, err := tx.Exec(ctx, lockCursor, []byte("b")); err != nil {
+		t.Fatalf("locking b's cursor after a's while ClaimLog waits: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-res
+	if r.err != nil {
+		t.Fatalf("ClaimLog: %v", r.err)
+	}
+	if len(r.cs) != 2 || r.cs[0].Lobby != "b" || r.cs[1].Lobby != "a" {
+		t.Errorf("ClaimLog = %+v, want b then a (oldest work first)", r.cs)
+	}
+}

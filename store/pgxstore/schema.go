@@ -386,11 +386,21 @@ SELECT count(*) FROM del`,
 		// (rather than skipping it) keeps the cursor available and the
 		// answer exact. A trailing row (false, ...) says the name is not
 		// registered. $1 name, $2 now, $3 limit, $4 claimed until.
-		claimLog: `WITH c AS (
+		//
+		// The rows are picked by age but locked in lobby order, the order
+		// in which a WriteBatch locks them: a claim that locked an old
+		// lobby's cursor and then waited for a younger one's, held by a
+		// batch that waits for the old one next, would deadlock.
+		claimLog: `WITH p AS (
 	SELECT lobby FROM _S_.cursors
 	WHERE name = $1 AND head > after AND (claimed_until IS NULL OR claimed_until <= $2)
 	ORDER BY since, lobby
-	LIMIT $3
+	LIMIT $3),
+c AS (
+	SELECT k.lobby FROM _S_.cursors AS k
+	WHERE k.name = $1 AND k.lobby IN (SELECT lobby FROM p)
+		AND k.head > k.after AND (k.claimed_until IS NULL OR k.claimed_until <= $2)
+	ORDER BY k.lobby
 	FOR UPDATE),
 u AS (
 	UPDATE _S_.cursors AS k SET claimed_until = $4 FROM c
