@@ -179,3 +179,22 @@ func isRollback(ctx context.Context, err error) bool {
 	}
 	return sev == "ERROR"
 }
+
+// deadlockRetries bounds how often retryDeadlock runs a statement again.
+const deadlockRetries = 3
+
+// retryDeadlock runs f, one statement in its own implicit transaction, and
+// runs it again when PostgreSQL aborted it to break a deadlock: the abort
+// rolled it back, so running it again is safe. Delete and TrimLog use it.
+// A statement that locks a lobby's row and then the store floor can meet a
+// WriteBatch that holds the floor shared (after creating a lobby) and waits
+// for that row; single writes never hold one while waiting for the other.
+func retryDeadlock(ctx context.Context, f func() error) error {
+	for i := 0; ; i++ {
+		err := f()
+		var pe *pgconn.PgError
+		if err == nil || i == deadlockRetries || ctx.Err() != nil || !errors.As(err, &pe) || pe.Code != "40P01" {
+			return err
+		}
+	}
+}

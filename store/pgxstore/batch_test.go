@@ -471,3 +471,40 @@ func TestClaimLogLocksInBatchOrder(t *testing.T) {
 		t.Errorf("ClaimLog = %+v, want b then a (oldest work first)", r.cs)
 	}
 }
+
+// TestDeleteRetriesDeadlock: a Delete that folds (it locks the lobby's row,
+// then the store floor) against a transaction that, like a WriteBatch that
+// created a lobby, holds the floor shared and then wants that row, is the
+// deadlock's victim (the other side waits with a longer deadlock_timeout),
+// and runs again instead of reporting it.
+func TestDeleteRetriesDeadlock(t *testing.T) {
+	s := newTestStore(t)
+	ctx := ctxT(t)
+	mustWrite(t, s, store.Write{ID: "b"}) // no log entry: its Delete folds
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SET LOCAL deadlock_timeout = '20s'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, s.sql(`SELECT FROM _S_.store_floor FOR SHARE`)); err != nil {
+		t.Fatal(err)
+	}
+	res := make(chan error, 1)
+	go func() { res <- s.Delete(ctx, "b", 1, 0) }()
+	waitForLockWaiters(t, s, 1) // Delete holds b's row, waits for the floor
+	if _, err := tx.Exec(ctx, s.sql(`SELECT FROM _S_.lobbies WHERE id = 'b' FOR UPDATE`)); err != nil {
+		t.Fatalf("locking b after the floor: %v", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-res; err != nil {
+		t.Fatalf("Delete = %v, want nil after running again", err)
+	}
+	if rec, err := s.Load(ctx, "b"); !errors.Is(err, store.ErrNotFound) || rec.Version != 1 {
+		t.Errorf("Load(b) = %+v, %v; want ErrNotFound at floor 1", rec, err)
+	}
+}
