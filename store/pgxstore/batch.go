@@ -29,7 +29,8 @@ type batched struct {
 // outcome per write, in the order of ws. It implements store.BatchWriter.
 //
 // Every write is validated first, as Write does: one that Write would refuse
-// with store.ErrInvalid gets that error here and is not sent. The others are
+// with store.ErrInvalid gets that error here and is not sent. A lone valid
+// write is simply passed to Write. Otherwise the valid writes are
 // sorted by lobby ID (keeping the given order among writes to the same ID)
 // and sent in one pipelined round trip, which PostgreSQL runs as one
 // implicit transaction of up to [MaxBatch] statements: one commit, one WAL
@@ -72,6 +73,11 @@ func (s *Store) WriteBatch(ctx context.Context, ws []store.Write) []error {
 		}
 		b.i = i
 		send = append(send, b)
+	}
+	if len(send) == 1 {
+		// Nothing to share: the single write's own path is as short.
+		errs[send[0].i] = s.Write(ctx, ws[send[0].i])
+		return errs
 	}
 	// One lock order for every batch of every process: by lobby ID, byte
 	// order (as PostgreSQL compares bytea), the given order within an ID.
