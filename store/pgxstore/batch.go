@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -13,9 +14,11 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
-// MaxBatch is the most writes [Store.WriteBatch] sends in one pipeline (one
-// round trip, one transaction). A longer batch is cut into pieces of at most
-// MaxBatch writes, sent one after the other.
+// MaxBatch is about the most writes [Store.WriteBatch] sends in one
+// pipeline (one round trip, one transaction). A longer batch is cut into
+// pieces of MaxBatch writes, never between two writes to the same lobby
+// (a piece grows to keep them together), and up to four pieces are in
+// flight at once, each on a connection of its own.
 const MaxBatch = 256
 
 // batched is one write of a WriteBatch that passed validation.
@@ -33,8 +36,8 @@ type batched struct {
 // write is simply passed to Write. Otherwise the valid writes are
 // sorted by lobby ID (keeping the given order among writes to the same ID)
 // and sent in one pipelined round trip, which PostgreSQL runs as one
-// implicit transaction of up to [MaxBatch] statements: one commit, one WAL
-// flush, for the whole batch. Each statement is still its own
+// implicit transaction: one commit, one WAL flush, for the whole batch (per
+// piece of about [MaxBatch] writes for a longer one). Each statement is still its own
 // compare-and-set on its own lobby's row: a write with a log entry calls the
 // schema's write function (which notifies subscribers when the transaction
 // commits), and one without tries the heartbeat UPDATE and calls the write
@@ -49,8 +52,8 @@ type batched struct {
 // Write, so that each gets an outcome of its own. A lost connection or a
 // context that ends while a pipeline is in flight leaves every write of that
 // pipeline with an unknown outcome, reported as an error that is neither
-// store.ErrConflict nor store.ErrInvalid; writes of later pieces, not yet
-// sent, get the context's error and are not written.
+// store.ErrConflict nor store.ErrInvalid; writes of pieces not yet sent
+// get the context's error and are not written.
 //
 // WriteBatch does not retain ws or any slice in it.
 func (s *Store) WriteBatch(ctx context.Context, ws []store.Write) []error {
@@ -84,18 +87,50 @@ func (s *Store) WriteBatch(ctx context.Context, ws []store.Write) []error {
 	slices.SortStableFunc(send, func(a, b batched) int {
 		return strings.Compare(ws[a.i].ID, ws[b.i].ID)
 	})
-	for len(send) > 0 {
-		n := min(len(send), MaxBatch)
-		if err := ctx.Err(); err != nil {
-			for _, b := range send {
-				errs[b.i] = err
+	pieces := cutPieces(ws, send, MaxBatch)
+	if len(pieces) == 1 {
+		s.sendBatch(ctx, ws, pieces[0], errs)
+		return errs
+	}
+	// Pieces hold disjoint lobbies, each locked in ID order, so they can
+	// run side by side on connections of their own.
+	sem := make(chan struct{}, maxParallelPieces)
+	var wg sync.WaitGroup
+	for _, p := range pieces {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if err := ctx.Err(); err != nil {
+				for _, b := range p {
+					errs[b.i] = err
+				}
+				return
 			}
-			break
+			s.sendBatch(ctx, ws, p, errs)
+		})
+	}
+	wg.Wait()
+	return errs
+}
+
+// maxParallelPieces bounds how many pipelines one WriteBatch has in flight.
+const maxParallelPieces = 4
+
+// cutPieces cuts send (sorted by ID) into pieces of about max writes,
+// never between two writes to the same lobby, so that each lobby's writes
+// stay in one transaction, in order (a piece grows past max only to end a
+// lobby's writes).
+func cutPieces(ws []store.Write, send []batched, max int) [][]batched {
+	var pieces [][]batched
+	for len(send) > 0 {
+		n := min(len(send), max)
+		for n < len(send) && ws[send[n].i].ID == ws[send[n-1].i].ID {
+			n++
 		}
-		s.sendBatch(ctx, ws, send[:n], errs)
+		pieces = append(pieces, send[:n])
 		send = send[n:]
 	}
-	return errs
+	return pieces
 }
 
 // prepareBatched validates w as Write does and returns the statement that

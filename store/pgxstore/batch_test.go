@@ -392,7 +392,7 @@ func TestWriteBatchNotifies(t *testing.T) {
 }
 
 // TestWriteBatchLarge: 500 writes, more than one pipeline, with a chain
-// of writes to one lobby that straddles the cut, all commit.
+// of writes to one lobby where the cut would fall, all commit.
 func TestWriteBatchLarge(t *testing.T) {
 	s := newTestStore(t)
 	ctx := ctxT(t)
@@ -404,7 +404,8 @@ func TestWriteBatchLarge(t *testing.T) {
 		}
 		ws = append(ws, w)
 	}
-	// Sorted, "w253x" comes after w000..w253: positions 254 to 258.
+	// Sorted, "w253x" comes after w000..w253: positions 254 to 258, across
+	// the cut at MaxBatch.
 	for v := range uint64(5) {
 		ws = append(ws, store.Write{ID: "w253x", Expected: v, Effects: []byte{byte(v)}})
 	}
@@ -506,5 +507,44 @@ func TestDeleteRetriesDeadlock(t *testing.T) {
 	}
 	if rec, err := s.Load(ctx, "b"); !errors.Is(err, store.ErrNotFound) || rec.Version != 1 {
 		t.Errorf("Load(b) = %+v, %v; want ErrNotFound at floor 1", rec, err)
+	}
+}
+
+// TestCutPieces: pieces are about max long, keep each lobby's writes
+// together and in order, and cover every write once.
+func TestCutPieces(t *testing.T) {
+	ids := []string{"a", "b", "b", "b", "c", "d", "d", "e", "e", "e", "e", "e", "f"}
+	ws := make([]store.Write, len(ids))
+	send := make([]batched, len(ids))
+	for i, id := range ids {
+		ws[i] = store.Write{ID: id}
+		send[i] = batched{i: i}
+	}
+	for _, max := range []int{1, 2, 3, 4, 100} {
+		pieces := cutPieces(ws, send, max)
+		var got []int
+		owner := map[string]int{}
+		for k, p := range pieces {
+			if len(p) == 0 {
+				t.Errorf("max %d: piece %d is empty", max, k)
+			}
+			for j, b := range p {
+				got = append(got, b.i)
+				id := ws[b.i].ID
+				if o, ok := owner[id]; ok && o != k {
+					t.Errorf("max %d: lobby %q in pieces %d and %d", max, id, o, k)
+				}
+				owner[id] = k
+				// Only a lobby's run may carry a piece past max.
+				if j >= max && ws[p[j-1].i].ID != id {
+					t.Errorf("max %d: piece %d has %d writes, more than its lobbies' runs need", max, k, len(p))
+				}
+			}
+		}
+		for i, v := range got {
+			if v != i {
+				t.Fatalf("max %d: pieces hold %v, want every write once, in order", max, got)
+			}
+		}
 	}
 }
