@@ -116,14 +116,14 @@ func (s *Store) WriteBatch(ctx context.Context, ws []store.Write) []error {
 // maxParallelPieces bounds how many pipelines one WriteBatch has in flight.
 const maxParallelPieces = 4
 
-// cutPieces cuts send (sorted by ID) into pieces of about max writes,
+// cutPieces cuts send (sorted by ID) into pieces of about size writes,
 // never between two writes to the same lobby, so that each lobby's writes
-// stay in one transaction, in order (a piece grows past max only to end a
+// stay in one transaction, in order (a piece grows past size only to end a
 // lobby's writes).
-func cutPieces(ws []store.Write, send []batched, max int) [][]batched {
+func cutPieces(ws []store.Write, send []batched, size int) [][]batched {
 	var pieces [][]batched
 	for len(send) > 0 {
-		n := min(len(send), max)
+		n := min(len(send), size)
 		for n < len(send) && ws[send[n].i].ID == ws[send[n-1].i].ID {
 			n++
 		}

@@ -520,30 +520,30 @@ func TestCutPieces(t *testing.T) {
 		ws[i] = store.Write{ID: id}
 		send[i] = batched{i: i}
 	}
-	for _, max := range []int{1, 2, 3, 4, 100} {
-		pieces := cutPieces(ws, send, max)
+	for _, size := range []int{1, 2, 3, 4, 100} {
+		pieces := cutPieces(ws, send, size)
 		var got []int
 		owner := map[string]int{}
 		for k, p := range pieces {
 			if len(p) == 0 {
-				t.Errorf("max %d: piece %d is empty", max, k)
+				t.Errorf("size %d: piece %d is empty", size, k)
 			}
 			for j, b := range p {
 				got = append(got, b.i)
 				id := ws[b.i].ID
 				if o, ok := owner[id]; ok && o != k {
-					t.Errorf("max %d: lobby %q in pieces %d and %d", max, id, o, k)
+					t.Errorf("size %d: lobby %q in pieces %d and %d", size, id, o, k)
 				}
 				owner[id] = k
 				// Only a lobby's run may carry a piece past max.
-				if j >= max && ws[p[j-1].i].ID != id {
-					t.Errorf("max %d: piece %d has %d writes, more than its lobbies' runs need", max, k, len(p))
+				if j >= size && ws[p[j-1].i].ID != id {
+					t.Errorf("size %d: piece %d has %d writes, more than its lobbies' runs need", size, k, len(p))
 				}
 			}
 		}
 		for i, v := range got {
 			if v != i {
-				t.Fatalf("max %d: pieces hold %v, want every write once, in order", max, got)
+				t.Fatalf("size %d: pieces hold %v, want every write once, in order", size, got)
 			}
 		}
 	}
