@@ -510,7 +510,7 @@ func TestDeleteRetriesDeadlock(t *testing.T) {
 	}
 }
 
-// TestCutPieces: pieces are about max long, keep each lobby's writes
+// TestCutPieces: pieces are about size long, keep each lobby's writes
 // together and in order, and cover every write once.
 func TestCutPieces(t *testing.T) {
 	ids := []string{"a", "b", "b", "b", "c", "d", "d", "e", "e", "e", "e", "e", "f"}
@@ -535,7 +535,7 @@ func TestCutPieces(t *testing.T) {
 					t.Errorf("size %d: lobby %q in pieces %d and %d", size, id, o, k)
 				}
 				owner[id] = k
-				// Only a lobby's run may carry a piece past max.
+				// Only a lobby's run may carry a piece past size.
 				if j >= size && ws[p[j-1].i].ID != id {
 					t.Errorf("size %d: piece %d has %d writes, more than its lobbies' runs need", size, k, len(p))
 				}
