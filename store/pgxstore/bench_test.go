@@ -128,3 +128,125 @@ func benchPool(b *testing.B, maxConns int32) *pgxpool.Pool {
 	b.Cleanup(pool.Close)
 	return pool
 }
+
+// BenchmarkWriteBatch measures WriteBatch with batches of 1, 16 and 128
+// writes: heartbeats from 1, 8 and 32 concurrent clients, and writes with a
+// 100-byte log entry from 1 and 8, each client on lobbies of its own (no
+// conflicts), so its writes/s compare with BenchmarkWriteHeartbeat and
+// BenchmarkWriteEffects (consumers=0): the gain is the round trips and
+// commits a batch shares. bench/run.sh sets the 128-write heartbeat
+// batches beside pgbench's ceiling.
+func BenchmarkWriteBatch(b *testing.B) {
+	for _, kind := range []string{"heartbeat", "effects"} {
+		var effects []byte
+		clientCounts := []int{1, 8, 32}
+		if kind == "effects" {
+			effects = bytes.Repeat([]byte{'e'}, 100)
+			clientCounts = []int{1, 8}
+		}
+		for _, clients := range clientCounts {
+			for _, size := range []int{1, 16, 128} {
+				b.Run(fmt.Sprintf("%s/clients=%d/size=%d", kind, clients, size), func(b *testing.B) {
+					benchBatch(b, clients, size, effects)
+				})
+			}
+		}
+	}
+}
+
+func benchBatch(b *testing.B, clients, size int, effects []byte) {
+	pool := benchPool(b, int32(clients))
+	s := newTestStoreOn(b, pool)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte{'x'}, 200)
+	base := time.Unix(1_800_000_000, 0)
+	if _, err := pool.Exec(ctx, s.sql(`INSERT INTO _S_.lobbies (id, version, data, deadline)
+SELECT convert_to('lobby-' || g, 'UTF8'), 1, $1, $2 FROM generate_series(0, $3 - 1) AS g`),
+		data, base.UnixNano(), benchLobbies); err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, benchLobbies)
+	versions := make([]uint64, benchLobbies)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lobby-%d", i)
+		versions[i] = 1
+	}
+	var (
+		done   atomic.Int64
+		failed atomic.Pointer[error]
+		wg     sync.WaitGroup
+	)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		wg.Go(func() {
+			// Client c owns lobbies c, c+clients, c+2*clients, ...
+			j := c
+			ws := make([]store.Write, size)
+			idx := make([]int, size)
+			for n := done.Add(int64(size)); n-int64(size) < int64(b.N); n = done.Add(int64(size)) {
+				for k := range ws {
+					idx[k] = j
+					ws[k] = store.Write{
+						ID:       ids[j],
+						Expected: versions[j],
+						Data:     data,
+						Deadline: base.Add(time.Duration(n) * time.Millisecond),
+						At:       base,
+						Effects:  effects,
+					}
+					if j += clients; j >= benchLobbies {
+						j = c
+					}
+				}
+				for k, err := range s.WriteBatch(ctx, ws) {
+					if err != nil {
+						failed.CompareAndSwap(nil, &err)
+						return
+					}
+					versions[idx[k]]++
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatalf("WriteBatch: %v", *err)
+	}
+	b.ReportMetric(float64(done.Load()-int64(clients*size))/elapsed.Seconds(), "writes/s")
+}
+
+// BenchmarkWriteBatchBurst measures one WriteBatch of 2,000 writes with a
+// 100-byte log entry, each to a lobby of its own: the expiries of every
+// lobby a dead process hosted, committed at once. It reports the time of
+// one burst (ms/burst) beside writes/s.
+func BenchmarkWriteBatchBurst(b *testing.B) {
+	const burst = 2000
+	pool := benchPool(b, 8)
+	s := newTestStoreOn(b, pool)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte{'x'}, 200)
+	effects := bytes.Repeat([]byte{'e'}, 100)
+	base := time.Unix(1_800_000_000, 0)
+	ws := make([]store.Write, burst)
+	for i := range ws {
+		ws[i] = store.Write{ID: fmt.Sprintf("lobby-%d", i), Data: data, At: base, Effects: effects}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		for k, err := range s.WriteBatch(ctx, ws) {
+			if err != nil {
+				b.Fatalf("write %d: %v", k, err)
+			}
+			ws[k].Expected++
+		}
+	}
+	elapsed := time.Since(start)
+	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/burst")
+	b.ReportMetric(float64(b.N*burst)/elapsed.Seconds(), "writes/s")
+}

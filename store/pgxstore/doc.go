@@ -1,7 +1,7 @@
 // Package pgxstore keeps lobbyhost lobbies in PostgreSQL: it implements
-// store.Store, store.Claimer and store.Notifier on top of a pgx connection
-// pool, so that several server processes can share lobbies through one
-// database.
+// store.Store, store.Claimer, store.Notifier and store.BatchWriter on top
+// of a pgx connection pool, so that several server processes can share
+// lobbies through one database.
 //
 // # Layout
 //
@@ -34,6 +34,12 @@
 // version conflict, or a lobby to create) does a second round trip call the
 // write function; registering a new consumer name takes a short transaction.
 // A heartbeat is therefore a single UPDATE of one row, as before the log.
+//
+// [Store.WriteBatch] sends up to [MaxBatch] writes in one pipeline, which
+// PostgreSQL runs as one transaction with one commit: each write is still
+// its own compare-and-set, the writes are sorted by lobby ID so that
+// concurrent batches lock rows in one order, and a batch the server rolls
+// back as a whole is applied again write by write. See docs/postgres.md.
 //
 // # Guarantees and non-guarantees
 //

@@ -147,7 +147,10 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 	}
 	cutoff := cutoffMicros(now, s.retention.Age)
 	var n int64
-	if err := s.pool.QueryRow(ctx, s.q.trimLog, cutoff, limit).Scan(&n); err != nil {
+	err := retryDeadlock(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.q.trimLog, cutoff, limit).Scan(&n)
+	})
+	if err != nil {
 		return 0, s.fail(ctx, "trim log", "", err)
 	}
 	return int(n), nil

@@ -263,6 +263,7 @@ func quoteIdent(name string) string {
 // statement on every pooled connection by pgx.
 type queries struct {
 	load, update, write, delete string
+	updateOrWrite               string
 	due, claim                  string
 	readLog, logHeads, trimLog  string
 	isConsumer, register        string
@@ -288,6 +289,22 @@ SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NUL
 WHERE id = $1 AND version = $2`,
 
 		write: `SELECT _S_.write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+
+		// A write without a log entry in a WriteBatch: the heartbeat
+		// UPDATE, and only if it matches nothing the write function, in
+		// one statement (so a batch stays one round trip and a later
+		// write to the same lobby sees the outcome). COALESCE evaluates
+		// the function only when the UPDATE returned no row, and then the
+		// UPDATE changed nothing the function could fail to see.
+		// $1 id, $2 expected, $3 next, $4 data, $5 deadline,
+		// $6 expected (ordered), $7 next (ordered).
+		updateOrWrite: `WITH u AS (
+	UPDATE _S_.lobbies
+	SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NULL
+	WHERE id = $1 AND version = $2
+	RETURNING true AS ok)
+SELECT coalesce((SELECT ok FROM u),
+	_S_.write($1, $2, $3, $6, $7, $4, $5, false, 0, ''::bytea, 0, ''::text, ''::text))`,
 
 		delete: `SELECT _S_.delete($1, $2, $3, $4)`,
 
@@ -369,11 +386,21 @@ SELECT count(*) FROM del`,
 		// (rather than skipping it) keeps the cursor available and the
 		// answer exact. A trailing row (false, ...) says the name is not
 		// registered. $1 name, $2 now, $3 limit, $4 claimed until.
-		claimLog: `WITH c AS (
+		//
+		// The rows are picked by age but locked in lobby order, the order
+		// in which a WriteBatch locks them: a claim that locked an old
+		// lobby's cursor and then waited for a younger one's, held by a
+		// batch that waits for the old one next, would deadlock.
+		claimLog: `WITH p AS (
 	SELECT lobby FROM _S_.cursors
 	WHERE name = $1 AND head > after AND (claimed_until IS NULL OR claimed_until <= $2)
 	ORDER BY since, lobby
-	LIMIT $3
+	LIMIT $3),
+c AS (
+	SELECT k.lobby FROM _S_.cursors AS k
+	WHERE k.name = $1 AND k.lobby IN (SELECT lobby FROM p)
+		AND k.head > k.after AND (k.claimed_until IS NULL OR k.claimed_until <= $2)
+	ORDER BY k.lobby
 	FOR UPDATE),
 u AS (
 	UPDATE _S_.cursors AS k SET claimed_until = $4 FROM c
@@ -392,7 +419,7 @@ SELECT false, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM _S_.consumers WHERE
 WHERE name = $1 AND lobby = $2`,
 	}
 	for _, p := range []*string{
-		&q.load, &q.update, &q.write, &q.delete, &q.due, &q.claim,
+		&q.load, &q.update, &q.write, &q.updateOrWrite, &q.delete, &q.due, &q.claim,
 		&q.readLog, &q.logHeads, &q.trimLog, &q.isConsumer, &q.register, &q.consumerLock,
 		&q.claimLog, &q.commitLog,
 	} {

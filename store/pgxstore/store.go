@@ -15,9 +15,10 @@ import (
 
 // Compile-time checks of the capabilities the Store offers.
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Claimer  = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store       = (*Store)(nil)
+	_ store.Claimer     = (*Store)(nil)
+	_ store.Notifier    = (*Store)(nil)
+	_ store.BatchWriter = (*Store)(nil)
 )
 
 // DefaultSchema is the schema a Store uses unless [WithSchema] says otherwise.
@@ -82,6 +83,10 @@ type Store struct {
 	regLock   int64 // see registerLockKey
 	q         queries
 	notify    notifier
+
+	// rolledBack, if set (by tests), hears every error that made
+	// WriteBatch fall back to single writes.
+	rolledBack func(error)
 }
 
 // New returns a Store that runs its statements on pool. The caller keeps
@@ -251,7 +256,9 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 // row and raises the store-wide floor to that value. It returns
 // store.ErrNotFound if the lobby has no record, store.ErrConflict if its
 // version differs, store.ErrInvalid for an empty id; in all three cases it
-// changes nothing. It is one round trip.
+// changes nothing. It is one round trip, run again (at most three more
+// times) if PostgreSQL aborts it to break a deadlock with a
+// [Store.WriteBatch], which rolls it back.
 func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -261,7 +268,10 @@ func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) e
 	}
 	tomb := max(expected, floor)
 	var outcome string
-	if err := s.pool.QueryRow(ctx, s.q.delete, []byte(id), int64(expected), int64(tomb), toOrdered(tomb)).Scan(&outcome); err != nil {
+	err := retryDeadlock(ctx, func() error {
+		return s.pool.QueryRow(ctx, s.q.delete, []byte(id), int64(expected), int64(tomb), toOrdered(tomb)).Scan(&outcome)
+	})
+	if err != nil {
 		return s.fail(ctx, "delete", id, err)
 	}
 	switch outcome {

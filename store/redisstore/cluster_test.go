@@ -93,9 +93,9 @@ func startCluster(t *testing.T) rueidis.Client {
 	return c
 }
 
-// TestCluster runs the conformance suite, and this package's log tests,
-// against a three-node Redis Cluster with the lobbies spread over shards in
-// different slots: every script must touch one slot only, and Due, Claim,
+// TestCluster runs the conformance suite, and this package's log and
+// WriteBatch tests, against a three-node Redis Cluster with the lobbies
+// spread over shards in different slots: every script must touch one slot only, and Due, Claim,
 // TrimLog, ClaimLog, LogHeads, the floor's copies and Subscribe must work
 // across nodes.
 func TestCluster(t *testing.T) {
@@ -122,6 +122,11 @@ func TestCluster(t *testing.T) {
 	t.Run("Log", func(t *testing.T) {
 		for _, lc := range logCases {
 			t.Run(lc.name, func(t *testing.T) { lc.f(t, newClusterStore) })
+		}
+	})
+	t.Run("WriteBatch", func(t *testing.T) {
+		for _, bc := range batchCases {
+			t.Run(bc.name, func(t *testing.T) { bc.f(t, newClusterStore) })
 		}
 	})
 

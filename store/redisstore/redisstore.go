@@ -1,13 +1,15 @@
 // Package redisstore keeps lobbyhost's lobbies in Redis: a [store.Store]
 // that several server processes can share, with the optional
-// [store.Claimer] and [store.Notifier] capabilities.
+// [store.Claimer], [store.Notifier] and [store.BatchWriter] capabilities.
 //
 // It talks to Redis through a [rueidis.Client] the caller creates, owns and
 // closes; a standalone server, a Sentinel-managed primary and a Redis
 // Cluster all work. Every change (Write, Delete, Claim, TrimLog, ClaimLog,
 // CommitLog) is one Lua script per shard run with EVALSHA, so a commit is
 // one atomic server-side step and one round trip; Load and ReadLog are one
-// read-only script each, LogHeads one pipelined round trip.
+// read-only script each, LogHeads one pipelined round trip. WriteBatch
+// pipelines many write scripts in one round trip, each still its own
+// compare-and-set.
 //
 // # Layout
 //
@@ -51,12 +53,13 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
-// Compile-time checks that Store offers the contract and both optional
+// Compile-time checks that Store offers the contract and the optional
 // capabilities.
 var (
-	_ store.Store    = (*Store)(nil)
-	_ store.Claimer  = (*Store)(nil)
-	_ store.Notifier = (*Store)(nil)
+	_ store.Store       = (*Store)(nil)
+	_ store.Claimer     = (*Store)(nil)
+	_ store.Notifier    = (*Store)(nil)
+	_ store.BatchWriter = (*Store)(nil)
 )
 
 // DefaultPrefix is the key prefix of a Store built without WithPrefix.
@@ -256,12 +259,22 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if err := w.Validate(); err != nil {
 		return fmt.Errorf("redisstore: %w", err)
 	}
+	keys, args := s.writeCall(&w)
+	msg, err := s.write.exec(ctx, s.c, keys, args).ToMessage()
+	if err != nil {
+		return fmt.Errorf("redisstore: write %q: %w", w.ID, err)
+	}
+	return casResult(&msg, "write", w.ID, w.Expected)
+}
+
+// writeCall returns the keys and arguments of the write script for w.
+func (s *Store) writeCall(w *store.Write) (keys, args []string) {
 	sh := s.shardOf(w.ID)
 	var dl string
 	if !w.Deadline.IsZero() {
 		dl = deadlineKey(w.Deadline)
 	}
-	args := []string{
+	args = []string{
 		strconv.FormatUint(w.Expected, 10),
 		strconv.FormatUint(w.Expected+1, 10),
 		string(w.Data),
@@ -275,12 +288,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	if w.Effects != nil {
 		args[6], args[7], args[8] = "1", string(w.Effects), deadlineKey(w.At)
 	}
-	keys := []string{sh.rec + w.ID, sh.due, sh.log + w.ID, sh.age, sh.floor, sh.names}
-	msg, err := s.write.exec(ctx, s.c, keys, args).ToMessage()
-	if err != nil {
-		return fmt.Errorf("redisstore: write %q: %w", w.ID, err)
-	}
-	return casResult(&msg, "write", w.ID, w.Expected)
+	keys = []string{sh.rec + w.ID, sh.due, sh.log + w.ID, sh.age, sh.floor, sh.names}
+	return keys, args
 }
 
 // Delete removes the lobby's record and deadline if its version equals

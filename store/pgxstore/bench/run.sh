@@ -4,10 +4,12 @@
 # concurrent clients, and prints the ratios:
 #   - the store alone: BenchmarkWriteHeartbeat, one conditional UPDATE per
 #     Write (no events, a new deadline);
+#   - the store batched: BenchmarkWriteBatch with 128 heartbeats per
+#     WriteBatch (one pipeline, one transaction) from each client;
 #   - the whole path: BenchmarkServiceHeartbeat, lobby.Service.Heartbeat on
 #     pgxstore with Run going, each client on lobbies of its own (the
 #     Service's cache makes that one UPDATE too), with its p50/p99 latency.
-# The three alternate per client count so that all see the same machine
+# The four alternate per client count so that all see the same machine
 # load.
 #
 # Usage: store/pgxstore/bench/run.sh
@@ -73,22 +75,23 @@ for c in $clients; do
 	tps=$(pgbench -n -M prepared -f "$work/update.sql" -c "$c" -j "$threads" -T "$secs" "$dsn" 2>/dev/null |
 		awk '/^tps/ {print $3; exit}')
 	wps=$(gobench "^BenchmarkWriteHeartbeat/clients=$c\$" | metric writes/s)
+	bps=$(gobench "^BenchmarkWriteBatch/heartbeat/clients=$c/size=128\$" | metric writes/s)
 	svc=$(gobench "^BenchmarkServiceHeartbeat/clients=$c\$")
 	hps=$(echo "$svc" | metric heartbeats/s)
 	p50=$(echo "$svc" | metric p50-us)
 	p99=$(echo "$svc" | metric p99-us)
-	if [[ -z $tps || -z $wps || -z $hps ]]; then
-		echo "run.sh: no figure for $c clients (pgbench: '$tps', store: '$wps', service: '$hps')" >&2
+	if [[ -z $tps || -z $wps || -z $bps || -z $hps ]]; then
+		echo "run.sh: no figure for $c clients (pgbench: '$tps', store: '$wps', batched: '$bps', service: '$hps')" >&2
 		exit 2
 	fi
-	rows+=("$(printf '%-8s %12.0f %12.0f %6s %12.0f %6s %9.0f %9.0f' "$c" "$tps" "$wps" "$(ratio "$wps" "$tps")" \
-		"$hps" "$(ratio "$hps" "$tps")" "$p50" "$p99")")
+	rows+=("$(printf '%-8s %12.0f %12.0f %6s %12.0f %6s %12.0f %6s %9.0f %9.0f' "$c" "$tps" "$wps" "$(ratio "$wps" "$tps")" \
+		"$bps" "$(ratio "$bps" "$tps")" "$hps" "$(ratio "$hps" "$tps")" "$p50" "$p99")")
 	if below "$wps" "$tps" || below "$hps" "$tps"; then
 		status=1
 	fi
 done
 echo
-printf '%-8s %12s %12s %6s %12s %6s %9s %9s\n' clients pgbench_tps store_w/s ratio service_hb/s ratio p50_us p99_us
+printf '%-8s %12s %12s %6s %12s %6s %12s %6s %9s %9s\n' clients pgbench_tps store_w/s ratio batch128_w/s ratio service_hb/s ratio p50_us p99_us
 printf '%s\n' "${rows[@]}"
 echo
 cat "$work/go.txt"
