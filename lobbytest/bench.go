@@ -91,7 +91,7 @@ func StartServices(b *testing.B, stores []store.Store) ([]*lobby.Service, []*lob
 	return svcs, counters
 }
 
-// notifyHook returns s (with its Claimer, if any) with a Subscribe that closes
+// notifyHook returns s (with its Claimer and BatchWriter, if any) with a Subscribe that closes
 // subscribed once it has succeeded.
 func notifyHook(s store.Store, n store.Notifier, subscribed chan struct{}) store.Store {
 	var once sync.Once
@@ -102,17 +102,9 @@ func notifyHook(s store.Store, n store.Notifier, subscribed chan struct{}) store
 		}
 		return feed, err
 	})
-	if c, ok := s.(store.Claimer); ok {
-		return &struct {
-			store.Store
-			store.Claimer
-			store.Notifier
-		}{s, c, hooked}
-	}
-	return &struct {
-		store.Store
-		store.Notifier
-	}{s, hooked}
+	c, _ := s.(store.Claimer)
+	bw, _ := s.(store.BatchWriter)
+	return store.Compose(s, c, hooked, bw)
 }
 
 type notifierFunc func(ctx context.Context) (*store.Feed, error)

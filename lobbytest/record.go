@@ -24,35 +24,41 @@ type recordedWrite struct {
 	phase    int32
 }
 
-// wrap returns s with its successful writes recorded in r. It offers
-// store.Claimer and store.Notifier exactly when s does, and when claims and
-// notify allow it: a test hides a capability from the Service by passing
-// false.
+// wrap returns s with its successful writes recorded in r, batched ones
+// included. It offers store.Claimer and store.Notifier exactly when s
+// does, and when claims and notify allow it (a test hides a capability
+// from the Service by passing false), and store.BatchWriter when s does.
 func (r *recorder) wrap(s store.Store, claims, notify bool) store.Store {
 	base := &recording{Store: s, r: r}
-	c, hasClaims := s.(store.Claimer)
-	n, hasNotify := s.(store.Notifier)
-	hasClaims = hasClaims && claims
-	hasNotify = hasNotify && notify
-	switch {
-	case hasClaims && hasNotify:
-		return &struct {
-			*recording
-			store.Claimer
-			store.Notifier
-		}{base, c, n}
-	case hasClaims:
-		return &struct {
-			*recording
-			store.Claimer
-		}{base, c}
-	case hasNotify:
-		return &struct {
-			*recording
-			store.Notifier
-		}{base, n}
+	c, _ := s.(store.Claimer)
+	n, _ := s.(store.Notifier)
+	if !claims {
+		c = nil
 	}
-	return base
+	if !notify {
+		n = nil
+	}
+	var b store.BatchWriter
+	if bw, ok := s.(store.BatchWriter); ok {
+		b = &recordingBatch{bw: bw, r: r}
+	}
+	return store.Compose(base, c, n, b)
+}
+
+// recordingBatch records the writes of a batch that committed.
+type recordingBatch struct {
+	bw store.BatchWriter
+	r  *recorder
+}
+
+func (b *recordingBatch) WriteBatch(ctx context.Context, ws []store.Write) []error {
+	errs := b.bw.WriteBatch(ctx, ws)
+	for i, w := range ws {
+		if i < len(errs) && errs[i] == nil {
+			b.r.record(w)
+		}
+	}
+	return errs
 }
 
 type recording struct {
@@ -63,22 +69,27 @@ type recording struct {
 func (s *recording) Write(ctx context.Context, w store.Write) error {
 	err := s.Store.Write(ctx, w)
 	if err == nil {
-		rw := recordedWrite{id: w.ID, expected: w.Expected}
-		if w.Effects != nil {
-			// The Service wrote them; they decode.
-			fx, _ := lobby.DecodeEffects(w.Effects)
-			for _, e := range fx.Events {
-				rw.seqs = append(rw.seqs, e.Revision)
-			}
-		}
-		s.r.mu.Lock()
-		if s.r.phase != nil {
-			rw.phase = s.r.phase()
-		}
-		s.r.writes = append(s.r.writes, rw)
-		s.r.mu.Unlock()
+		s.r.record(w)
 	}
 	return err
+}
+
+// record remembers a write that committed.
+func (r *recorder) record(w store.Write) {
+	rw := recordedWrite{id: w.ID, expected: w.Expected}
+	if w.Effects != nil {
+		// The Service wrote them; they decode.
+		fx, _ := lobby.DecodeEffects(w.Effects)
+		for _, e := range fx.Events {
+			rw.seqs = append(rw.seqs, e.Revision)
+		}
+	}
+	r.mu.Lock()
+	if r.phase != nil {
+		rw.phase = r.phase()
+	}
+	r.writes = append(r.writes, rw)
+	r.mu.Unlock()
 }
 
 // list returns the writes recorded so far.

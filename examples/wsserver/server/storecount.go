@@ -11,7 +11,7 @@ import (
 
 // storeMethods are the values of the method label of
 // lobbyhost_store_calls_total, one per store call the server counts.
-var storeMethods = []string{"Load", "Write", "Delete", "Due", "Claim", "ReadLog", "LogHeads", "TrimLog", "ClaimLog", "CommitLog", "RegisterConsumer"}
+var storeMethods = []string{"Load", "Write", "WriteBatch", "Delete", "Due", "Claim", "ReadLog", "LogHeads", "TrimLog", "ClaimLog", "CommitLog", "RegisterConsumer"}
 
 // countingStore passes every call to the store it wraps and counts it by
 // method, so that /metrics shows what the server costs its store (e.g.
@@ -23,34 +23,36 @@ type countingStore struct {
 }
 
 // countStore wraps st in a countingStore that counts into vec. The result
-// is a store.Claimer or a store.Notifier exactly when st is one, so the
-// lobby Service makes the same choices as with st itself.
+// is a store.Claimer, a store.Notifier or a store.BatchWriter exactly when
+// st is one, so the lobby Service makes the same choices as with st itself.
 func countStore(st store.Store, vec *prometheus.CounterVec) store.Store {
 	c := &countingStore{inner: st, calls: make(map[string]prometheus.Counter, len(storeMethods))}
 	for _, m := range storeMethods {
 		c.calls[m] = vec.WithLabelValues(m)
 	}
-	claimer, claims := st.(store.Claimer)
-	notifier, notifies := st.(store.Notifier)
-	switch {
-	case claims && notifies:
-		return &struct {
-			*countingStore
-			countingClaimer
-			store.Notifier
-		}{c, countingClaimer{claimer, c.calls["Claim"]}, notifier}
-	case claims:
-		return &struct {
-			*countingStore
-			countingClaimer
-		}{c, countingClaimer{claimer, c.calls["Claim"]}}
-	case notifies:
-		return &struct {
-			*countingStore
-			store.Notifier
-		}{c, notifier}
+	var (
+		claimer store.Claimer
+		batcher store.BatchWriter
+	)
+	if cl, ok := st.(store.Claimer); ok {
+		claimer = countingClaimer{cl, c.calls["Claim"]}
 	}
-	return c
+	if bw, ok := st.(store.BatchWriter); ok {
+		batcher = countingBatcher{bw, c.calls["WriteBatch"]}
+	}
+	notifier, _ := st.(store.Notifier)
+	return store.Compose(c, claimer, notifier, batcher)
+}
+
+// countingBatcher counts a batch as one call: it is one round trip.
+type countingBatcher struct {
+	inner store.BatchWriter
+	n     prometheus.Counter
+}
+
+func (c countingBatcher) WriteBatch(ctx context.Context, ws []store.Write) []error {
+	c.n.Inc()
+	return c.inner.WriteBatch(ctx, ws)
 }
 
 type countingClaimer struct {

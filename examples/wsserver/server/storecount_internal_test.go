@@ -24,12 +24,18 @@ func TestCountStoreKeepsCapabilities(t *testing.T) {
 	if _, ok := full.(store.Notifier); !ok {
 		t.Error("wrapped memstore is not a store.Notifier")
 	}
+	if _, ok := full.(store.BatchWriter); !ok {
+		t.Error("wrapped memstore is not a store.BatchWriter")
+	}
 	plain := countStore(plainStore{memstore.New()}, vec)
 	if _, ok := plain.(store.Claimer); ok {
 		t.Error("a store without Claim became a store.Claimer")
 	}
 	if _, ok := plain.(store.Notifier); ok {
 		t.Error("a store without notifications became a store.Notifier")
+	}
+	if _, ok := plain.(store.BatchWriter); ok {
+		t.Error("a store without batches became a store.BatchWriter")
 	}
 	if _, err := full.Load(t.Context(), "x"); err == nil {
 		t.Log("loaded a lobby never written")
@@ -40,5 +46,12 @@ func TestCountStoreKeepsCapabilities(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(vec.WithLabelValues("Claim")); got != 1 {
 		t.Errorf("Claim counted %v times, want 1", got)
+	}
+	errs := full.(store.BatchWriter).WriteBatch(t.Context(), []store.Write{{ID: "a", Data: []byte{1}}, {ID: "b", Data: []byte{1}}})
+	if len(errs) != 2 || errs[0] != nil || errs[1] != nil {
+		t.Errorf("WriteBatch = %v", errs)
+	}
+	if got := testutil.ToFloat64(vec.WithLabelValues("WriteBatch")); got != 1 {
+		t.Errorf("a batch of two counted %v times, want 1", got)
 	}
 }
