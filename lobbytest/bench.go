@@ -26,8 +26,10 @@ import (
 // Services on one lobby, contention-errors/op.
 
 // BenchHeartbeat measures lobby.Service.Heartbeat with Run going on h's
-// stores: from 1, 8 and 32 clients, each on lobbies of its own (the
-// Service's cache makes each heartbeat one conditional write), and from 8
+// stores: from 1, 8, 32 and 256 clients, each on lobbies of its own (the
+// Service's cache makes each heartbeat one conditional write; 256 callers
+// are a server's sockets heartbeating at once, which a store that batches
+// (store.BatchWriter) serves in few round trips), and from 8
 // clients on one lobby through two Services, the second on h.Connect (two
 // processes' worth of compare-and-set contention). Call it from an
 // adapter's BenchmarkServiceHeartbeat; the subtests are clients=N and
@@ -41,7 +43,7 @@ func BenchHeartbeat(b *testing.B, h Harness) { benchOp(b, h, "heartbeats/s", Hea
 func BenchTransition(b *testing.B, h Harness) { benchOp(b, h, "transitions/s", Transition) }
 
 func benchOp(b *testing.B, h Harness, unit string, op Op) {
-	for _, clients := range []int{1, 8, 32} {
+	for _, clients := range []int{1, 8, 32, 256} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
 			svcs, counters := StartServices(b, []store.Store{h.NewStore(b)})
 			Measure(b, unit, op, clients, svcs, counters)
