@@ -127,7 +127,7 @@ func defaultConfig() config {
 		watchPoll:  time.Second,
 		batchSize:  128,
 		inFlight:   4,
-		sweepers:   16,
+		sweepers:   256,
 	}
 }
 
@@ -354,11 +354,12 @@ func WithWriteBatch(size, inFlight int) Option {
 }
 
 // WithSweepConcurrency sets how many due lobbies a sweep advances at once
-// (default 16). Lobbies are independent, so the outcome of a sweep does not
-// depend on it; on a store a round trip away it is what lets a burst of
-// expiries commit in a few round trips (and, with store.BatchWriter, in
-// few batches) instead of one after another. 1 advances them one by one,
-// in (deadline, lobby ID) order. It must be positive.
+// (default 256: every lobby of a page of due lobbies). Lobbies are
+// independent, so the outcome of a sweep does not depend on it; on a store
+// a round trip away it is what lets a burst of expiries commit in a few
+// round trips (with store.BatchWriter, a few batches) instead of one after
+// another. 1 advances them one by one, in (deadline, lobby ID) order. It
+// must be positive.
 func WithSweepConcurrency(n int) Option {
 	return func(c *config) error {
 		if n < 1 {

@@ -266,3 +266,98 @@ func retries(cs []*lobby.Counters) uint64 {
 	}
 	return n
 }
+
+// BurstRooms is the size of BenchExpiryBurst: the rooms whose host's grace
+// ends at once.
+const BurstRooms = 2000
+
+// BenchExpiryBurst measures a burst of host expiries on h's store:
+// BurstRooms lobbies of four players whose hosts all dropped at the same
+// moment, their graces over, advanced by one Sweep (each lobby one
+// transition: the host removed, the next member hosting). Each op is a
+// whole burst; the metrics are ms/burst and expiries/s. The subtests are
+// sweepers=1 (one lobby after another, as before sweeps were concurrent)
+// and sweepers=default. Call it from an adapter's
+// BenchmarkServiceExpiryBurst.
+func BenchExpiryBurst(b *testing.B, h Harness) {
+	for _, sweepers := range []int{1, 0} {
+		name := "sweepers=default"
+		if sweepers > 0 {
+			name = "sweepers=" + strconv.Itoa(sweepers)
+		}
+		b.Run(name, func(b *testing.B) {
+			var elapsed time.Duration
+			for range b.N {
+				elapsed += expiryBurst(b, h, sweepers)
+			}
+			b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/burst")
+			b.ReportMetric(float64(BurstRooms*b.N)/elapsed.Seconds(), "expiries/s")
+		})
+	}
+}
+
+// expiryBurst prepares one burst on a fresh store and times its Sweep.
+func expiryBurst(b *testing.B, h Harness, sweepers int) time.Duration {
+	b.StopTimer()
+	defer b.StartTimer()
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	p := lobby.DefaultPolicy()
+	p.HeartbeatTTL = 0
+	opts := []lobby.Option{lobby.WithClock(clock), lobby.WithPolicy(p)}
+	if sweepers > 0 {
+		opts = append(opts, lobby.WithSweepConcurrency(sweepers))
+	}
+	svc, err := lobby.NewService(h.NewStore(b), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Set up from many goroutines: thousands of writes one after another
+	// would take longer than the burst.
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	sem := make(chan struct{}, 64)
+	for r := range BurstRooms {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			id := "burst-" + strconv.Itoa(r)
+			var host uint64
+			for i := range 4 {
+				res, err := svc.Join(ctx, id, "p"+strconv.Itoa(i), nil)
+				if err != nil {
+					select {
+					case errs <- err:
+					default:
+					}
+					return
+				}
+				if i == 0 {
+					host = res.Gen
+				}
+			}
+			if _, err := svc.Disconnect(ctx, id, "p0", host); err != nil {
+				select {
+				case errs <- err:
+				default:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	select {
+	case err := <-errs:
+		b.Fatal(err)
+	default:
+	}
+	clock.Advance(p.Grace)
+	b.StartTimer()
+	start := time.Now()
+	n, err := svc.Sweep(ctx)
+	took := time.Since(start)
+	b.StopTimer()
+	if err != nil || n != BurstRooms {
+		b.Fatalf("Sweep changed %d lobbies of %d: %v", n, BurstRooms, err)
+	}
+	return took
+}

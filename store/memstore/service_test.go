@@ -21,5 +21,6 @@ func TestService(t *testing.T) { lobbytest.RunService(t, harness{}) }
 
 // BenchmarkServiceHeartbeat and BenchmarkServiceTransition measure
 // lobby.Service on memstore the way every adapter does (package lobbytest).
-func BenchmarkServiceHeartbeat(b *testing.B)  { lobbytest.BenchHeartbeat(b, harness{}) }
-func BenchmarkServiceTransition(b *testing.B) { lobbytest.BenchTransition(b, harness{}) }
+func BenchmarkServiceHeartbeat(b *testing.B)   { lobbytest.BenchHeartbeat(b, harness{}) }
+func BenchmarkServiceExpiryBurst(b *testing.B) { lobbytest.BenchExpiryBurst(b, harness{}) }
+func BenchmarkServiceTransition(b *testing.B)  { lobbytest.BenchTransition(b, harness{}) }

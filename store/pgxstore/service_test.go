@@ -129,5 +129,6 @@ func TestService(t *testing.T) { lobbytest.RunService(t, harness{conns: 16}) }
 // (package lobbytest): heartbeats/s is what bench/run.sh sets beside
 // pgbench's one-row UPDATE ceiling. Each process's pool has a connection per
 // client plus two for Run.
-func BenchmarkServiceHeartbeat(b *testing.B)  { lobbytest.BenchHeartbeat(b, harness{conns: 34}) }
-func BenchmarkServiceTransition(b *testing.B) { lobbytest.BenchTransition(b, harness{conns: 34}) }
+func BenchmarkServiceHeartbeat(b *testing.B)   { lobbytest.BenchHeartbeat(b, harness{conns: 34}) }
+func BenchmarkServiceExpiryBurst(b *testing.B) { lobbytest.BenchExpiryBurst(b, harness{conns: 34}) }
+func BenchmarkServiceTransition(b *testing.B)  { lobbytest.BenchTransition(b, harness{conns: 34}) }

@@ -116,8 +116,9 @@ func TestServiceSharded(t *testing.T) { lobbytest.RunService(t, newHarness(5)) }
 // whole path a game server takes, lobby.Service with Run going on a
 // redisstore, the way every adapter does (package lobbytest). bench/run.sh
 // sets their figures beside redis-benchmark's EVALSHA on the same server.
-func BenchmarkServiceHeartbeat(b *testing.B)  { lobbytest.BenchHeartbeat(b, newHarness(1)) }
-func BenchmarkServiceTransition(b *testing.B) { lobbytest.BenchTransition(b, newHarness(1)) }
+func BenchmarkServiceHeartbeat(b *testing.B)   { lobbytest.BenchHeartbeat(b, newHarness(1)) }
+func BenchmarkServiceExpiryBurst(b *testing.B) { lobbytest.BenchExpiryBurst(b, newHarness(1)) }
+func BenchmarkServiceTransition(b *testing.B)  { lobbytest.BenchTransition(b, newHarness(1)) }
 
 // BenchmarkServicePooled runs both operations from 1, 8 and 32 clients on
 // a rueidis client with DisableAutoPipelining, which serves each call on a
