@@ -53,6 +53,9 @@ type Server struct {
 	running  atomic.Bool
 	draining atomic.Bool
 	conns    tracker
+	// readBufs lends sockets the buffer a client message is read into,
+	// for the time it is handled.
+	readBufs sync.Pool
 }
 
 // tracker counts the sockets being served, so that Shutdown can wait for
@@ -118,6 +121,10 @@ func New(cfg Config) (*Server, error) {
 		lobbyprom.WithAdvisor(nil, graceAdviceQuantile),
 		lobbyprom.WithAdvisorFeed(),
 		lobbyprom.WithClassAdvice(func(q float64) []lobby.ClassAdvice { return s.svc.Advice(q) }, graceAdviceQuantile))
+	s.readBufs.New = func() any {
+		b := make([]byte, cfg.MaxMessageBytes+1)
+		return &b
+	}
 	s.metrics = newMetrics(s)
 	s.st = countStore(cfg.Store, s.metrics.storeCalls)
 	s.hub = newHub(s)
@@ -591,7 +598,16 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		s.refuseUpgrade(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
 		return
 	}
-	defer s.conns.done()
+	// Once upgraded, the socket is served on a goroutine of its own and
+	// this handler returns (handedOff), so that net/http's goroutine, with
+	// the stack the request and the join grew, and its connection's
+	// buffers and request are freed: only what the socket needs stays.
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			s.conns.done()
+		}
+	}()
 	if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
 		s.metrics.originsRefused.Inc()
 		s.refuseUpgrade(w, http.StatusForbidden, "origin_forbidden", "this origin may not open sockets")
@@ -643,7 +659,11 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	// covers everything before.
 	c := newClient(s, t.Room, t.User)
 	c.class = clientClassOf(r.UserAgent())
-	defer c.stop()
+	defer func() {
+		if !handedOff {
+			c.stop()
+		}
+	}()
 	c.room = s.hub.attach(t.Room, c)
 	// The room's watcher is open before the join, so the join and every
 	// commit after it reach the room's sockets in order (watch.go).
@@ -665,6 +685,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		meter: func(conn net.Conn, buffered []byte) *frameMeter {
 			return newFrameMeter(conn, buffered, newLimiter(s.clock, s.cfg.FrameRate, s.cfg.FrameBurst), s.metrics.framesThrottled.Inc)
 		},
+		writeTimeout: s.cfg.WriteTimeout,
 	}
 	// The origin was checked above, against AllowedOrigins alone.
 	conn, err := websocket.Accept(uw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
@@ -686,8 +707,15 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c.conn, c.raw = conn, uw.conn
-	s.serve(c, res, joinErr)
+	c.mu.Lock()
+	c.conn, c.raw, c.out = conn, uw.conn, uw.out
+	c.mu.Unlock()
+	handedOff = true
+	go func() {
+		defer s.conns.done()
+		defer c.stop()
+		s.serve(c, res, joinErr)
+	}()
 }
 
 // join joins c's user to its lobby and records the new generation on c.
@@ -724,7 +752,8 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 		}
 		c.enqueue(encodeError(code, reason, ""))
 		c.kick(status, reason, false)
-		c.writeLoop()
+		c.startServing()
+		<-c.writerDone
 		c.room.detach(c, s.clock.Now())
 		return
 	}
@@ -760,16 +789,21 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 	s.metrics.sockets.Inc()
 	s.log.Info("socket attached", "room", c.roomID, "player", pseudo, "gen", res.Gen)
 
-	go c.writeLoop()
+	c.startServing()
 	readErr := c.readLoop()
 
+	// The socket is gone (a close frame, an EOF, a reset, a failed read)
+	// or closing. The lobby learns of it at once: the writer's flush, the
+	// close handshake and a ping waiting for its pong proceed meanwhile
+	// and never delay the member's turn to reconnecting (and the grace).
 	c.kick(websocket.StatusNormalClosure, "", false)
-	<-c.writerDone
-	c.room.detach(c, s.clock.Now())
-	s.metrics.sockets.Dec()
+	c.pingCancel()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	dres, err := s.svc.Disconnect(ctx, c.roomID, c.user, res.Gen)
 	cancel()
+	<-c.writerDone
+	c.room.detach(c, s.clock.Now())
+	s.metrics.sockets.Dec()
 	code, reason, _ := c.closeStatus()
 	if err != nil {
 		s.log.Warn("disconnect failed", "room", c.roomID, "player", pseudo, "gen", res.Gen, "err", err)
