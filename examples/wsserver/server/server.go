@@ -710,11 +710,14 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.conn, c.raw, c.out = conn, uw.conn, uw.out
 	c.mu.Unlock()
+	if !s.attachSocket(c, res, joinErr) {
+		return
+	}
 	handedOff = true
 	go func() {
 		defer s.conns.done()
 		defer c.stop()
-		s.serve(c, res, joinErr)
+		s.serve(c, res.Gen)
 	}()
 }
 
@@ -732,9 +735,12 @@ func (s *Server) join(c *client) (lobby.Result, error) {
 	return res, nil
 }
 
-// serve runs an upgraded socket until it closes. joinErr is the join's
-// error: the socket is then told why and closed.
-func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
+// attachSocket starts an upgraded socket: its first state, the welcome,
+// the chat history and typing, and its writer. It runs on the handler's
+// goroutine, so that the goroutine serve runs on never grows the stack
+// this takes. joinErr is the join's error: the socket is then told why and
+// closed, and attachSocket returns false.
+func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
 	conn := c.conn
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
 	pseudo := s.svc.Pseudonym(c.user)
@@ -755,7 +761,7 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 		c.startServing()
 		<-c.writerDone
 		c.room.detach(c, s.clock.Now())
-		return
+		return false
 	}
 	c.admit()
 	// The room's watcher brings the join and everything after it in
@@ -790,6 +796,12 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 	s.log.Info("socket attached", "room", c.roomID, "player", pseudo, "gen", res.Gen)
 
 	c.startServing()
+	return true
+}
+
+// serve reads an attached socket until it closes, then reports the close
+// to the lobby and detaches the socket.
+func (s *Server) serve(c *client, gen uint64) {
 	readErr := c.readLoop()
 
 	// The socket is gone (a close frame, an EOF, a reset, a failed read)
@@ -798,20 +810,21 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 	// and never delay the member's turn to reconnecting (and the grace).
 	c.kick(websocket.StatusNormalClosure, "", false)
 	c.pingCancel()
+	pseudo := s.svc.Pseudonym(c.user)
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	dres, err := s.svc.Disconnect(ctx, c.roomID, c.user, res.Gen)
+	dres, err := s.svc.Disconnect(ctx, c.roomID, c.user, gen)
 	cancel()
 	<-c.writerDone
 	c.room.detach(c, s.clock.Now())
 	s.metrics.sockets.Dec()
 	code, reason, _ := c.closeStatus()
 	if err != nil {
-		s.log.Warn("disconnect failed", "room", c.roomID, "player", pseudo, "gen", res.Gen, "err", err)
+		s.log.Warn("disconnect failed", "room", c.roomID, "player", pseudo, "gen", gen, "err", err)
 		return
 	}
 	if peer := websocket.CloseStatus(readErr); peer != -1 {
 		code, reason = peer, "closed by the client"
 	}
-	s.log.Info("socket detached", "room", c.roomID, "player", pseudo, "gen", res.Gen,
+	s.log.Info("socket detached", "room", c.roomID, "player", pseudo, "gen", gen,
 		"close_code", int(code), "close_reason", reason, "outcome", dres.Outcome.String())
 }
