@@ -325,6 +325,16 @@ func (s *Server) nextMessageID() string {
 	return fmt.Sprintf("%s-%d", s.instance, s.msgSeq.Add(1))
 }
 
+// pseudonym logs a player's pseudonym (lobby.Service.Pseudonym), worked
+// out only if the record is logged.
+type pseudonym struct {
+	svc  *lobby.Service
+	user string
+}
+
+// LogValue implements slog.LogValuer.
+func (p pseudonym) LogValue() slog.Value { return slog.StringValue(p.svc.Pseudonym(p.user)) }
+
 // observer feeds the lobby metrics, queues lobbies this process's commits
 // left empty for reclaiming, and passes everything on to Config.Observer.
 // Sockets learn of commits from their room's watcher (watch.go), not here:
@@ -743,7 +753,7 @@ func (s *Server) join(c *client) (lobby.Result, error) {
 func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
 	conn := c.conn
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
-	pseudo := s.svc.Pseudonym(c.user)
+	pseudo := pseudonym{s.svc, c.user}
 	if joinErr != nil {
 		code, status, reason := CodeInternal, websocket.StatusCode(websocket.StatusInternalError), "cannot join the lobby"
 		switch {
@@ -768,8 +778,17 @@ func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
 	// order; the join's own state (or a snapshot) is only the socket's
 	// starting point when the watcher has brought nothing yet.
 	if n := len(res.Events); n > 0 {
-		e := res.Events[n-1]
-		c.offerFirstState(e.Revision, encodeEvent(&e, s.clock.Now()))
+		// Usually the watcher has brought the join already, or the room
+		// has this revision encoded for another socket: encode it only
+		// when neither is so.
+		if !c.hasAnyState() {
+			e := &res.Events[n-1]
+			payload := c.room.encoded(e.Revision)
+			if payload == nil {
+				payload = encodeEvent(e, s.clock.Now())
+			}
+			c.offerFirstState(e.Revision, payload)
+		}
 	} else if !c.hasAnyState() {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		snap, err := s.svc.Snapshot(ctx, c.roomID)
@@ -810,7 +829,7 @@ func (s *Server) serve(c *client, gen uint64) {
 	// and never delay the member's turn to reconnecting (and the grace).
 	c.kick(websocket.StatusNormalClosure, "", false)
 	c.pingCancel()
-	pseudo := s.svc.Pseudonym(c.user)
+	pseudo := pseudonym{s.svc, c.user}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	dres, err := s.svc.Disconnect(ctx, c.roomID, c.user, gen)
 	cancel()
