@@ -16,7 +16,7 @@ import (
 
 // client is one attached socket.
 //
-// Its handler goroutine runs readLoop. Broadcasters (the room's watcher,
+// A goroutine of its own (Server.serve) runs readLoop. Broadcasters (the room's watcher,
 // other sockets' handlers) append messages to its queue; nothing that
 // enqueues ever blocks: a full queue closes the socket. A writer goroutine
 // runs only while there is something to write (queued messages, a ping, a
