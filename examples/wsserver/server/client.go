@@ -396,7 +396,14 @@ func (c *client) closeConn() {
 		c.conn.CloseNow()
 		return
 	}
-	if !hard {
+	if hard {
+		// The 101 may still be corked (see upgradeWriter): it goes out
+		// before the close frame.
+		if c.out.uncork() != nil {
+			c.conn.CloseNow()
+			return
+		}
+	} else {
 		c.mu.Lock()
 		rest := c.queue
 		c.queue = nil

@@ -162,6 +162,7 @@ type upgradeWriter struct {
 	writeTimeout  time.Duration
 
 	upgrading bool
+	switching bool        // the 101 is to be written by Hijack
 	conn      *frameMeter // the hijacked connection, once hijacked
 	out       *sockWriter // its write side
 }
@@ -175,6 +176,10 @@ func (w *upgradeWriter) WriteHeader(code int) {
 	if code == http.StatusSwitchingProtocols && !w.upgrading {
 		w.upgrading = true
 		w.beforeUpgrade()
+		// Hijack writes the 101 itself, into the socket's first batch:
+		// the answer and the socket's first messages are one write.
+		w.switching = true
+		return
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -198,5 +203,12 @@ func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	buffered, _ := brw.Reader.Peek(brw.Reader.Buffered())
 	w.conn = w.meter(conn, buffered)
 	w.out = newSockWriter(conn, w.writeTimeout)
+	if w.switching {
+		// Corked until the writer's first batch (or its close) sends it.
+		w.out.cork()
+		_, _ = w.out.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n"))
+		_ = w.Header().Write(w.out)
+		_, _ = w.out.Write([]byte("\r\n"))
+	}
 	return w.conn, bufio.NewReadWriter(bufio.NewReaderSize(bytes.NewReader(nil), 16), bufio.NewWriterSize(w.out, libraryWriteBuffer)), nil
 }
