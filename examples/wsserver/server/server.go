@@ -53,6 +53,9 @@ type Server struct {
 	running  atomic.Bool
 	draining atomic.Bool
 	conns    tracker
+	// warm runs the lobby commands of socket goroutines (joins,
+	// disconnects) on goroutines whose stacks have grown already.
+	warm *warmPool
 	// readBufs lends sockets the buffer a client message is read into,
 	// for the time it is handled.
 	readBufs sync.Pool
@@ -121,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 		lobbyprom.WithAdvisor(nil, graceAdviceQuantile),
 		lobbyprom.WithAdvisorFeed(),
 		lobbyprom.WithClassAdvice(func(q float64) []lobby.ClassAdvice { return s.svc.Advice(q) }, graceAdviceQuantile))
+	s.warm = newWarmPool()
 	s.readBufs.New = func() any {
 		b := make([]byte, cfg.MaxMessageBytes+1)
 		return &b
@@ -735,7 +739,9 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 func (s *Server) join(c *client) (lobby.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	res, err := s.svc.Join(ctx, c.roomID, c.user, nil)
+	var res lobby.Result
+	var err error
+	s.warm.run(func() { res, err = s.svc.Join(ctx, c.roomID, c.user, nil) })
 	if err != nil {
 		return res, err
 	}
@@ -831,7 +837,9 @@ func (s *Server) serve(c *client, gen uint64) {
 	c.pingCancel()
 	pseudo := pseudonym{s.svc, c.user}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	dres, err := s.svc.Disconnect(ctx, c.roomID, c.user, gen)
+	var dres lobby.Result
+	var err error
+	s.warm.run(func() { dres, err = s.svc.Disconnect(ctx, c.roomID, c.user, gen) })
 	cancel()
 	<-c.writerDone
 	c.room.detach(c, s.clock.Now())
