@@ -675,7 +675,10 @@ func (c *client) heartbeat() {
 	c.beatMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	res, err := c.s.svc.Heartbeat(ctx, c.roomID, c.user, gen)
+	var res lobby.Result
+	var err error
+	// Usually on the writer after a pong: a short-lived goroutine.
+	c.s.warm.run(func() { res, err = c.s.svc.Heartbeat(ctx, c.roomID, c.user, gen) })
 	if err != nil {
 		c.s.log.Warn("heartbeat failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
 		c.beatMu.Lock()
