@@ -20,6 +20,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -67,6 +69,7 @@ type options struct {
 	logFormat      string
 	logLevel       string
 	shutdownWait   time.Duration
+	pprofAddr      string
 }
 
 func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (options, error) {
@@ -115,6 +118,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.shutdownWait, "shutdown-wait", 10*time.Second, "how long shutdown waits for sockets to close")
+	fs.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling; off if empty. Never expose it")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -239,6 +243,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	hs := srv.HTTPServer()
+	if o.pprofAddr != "" {
+		stopPprof, err := servePprof(o.pprofAddr, logger)
+		if err != nil {
+			return err
+		}
+		defer stopPprof()
+	}
 
 	runCtx, stopRun := context.WithCancel(context.Background())
 	defer stopRun()
@@ -274,6 +285,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	return errors.Join(herr, serr)
+}
+
+// servePprof serves the runtime profiles of net/http/pprof on addr, on a
+// listener and mux of their own (never on the public handler), and returns
+// a function that stops it.
+func servePprof(addr string, logger *slog.Logger) (func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("-pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	logger.Warn("profiling endpoint enabled: it exposes the process's internals; keep it private", "addr", ln.Addr().String())
+	return func() { _ = hs.Close() }, nil
 }
 
 // listenOrigins returns the browser origins of a listen address, over http

@@ -232,6 +232,57 @@ func TestRunServesAndStops(t *testing.T) {
 	}
 }
 
+// -pprof serves the runtime profiles on a listener of its own; the public
+// handler never serves them.
+func TestRunServesProfilesOnlyWhenAsked(t *testing.T) {
+	p := start(t, nil, "-log-format", "json")
+	p.healthy(t)
+	resp, err := http.Get(p.base + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("public handler serves /debug/pprof/ without -pprof")
+	}
+	if strings.Contains(p.stderr.String(), "profiling endpoint") {
+		t.Errorf("profiling endpoint announced without -pprof:\n%s", p.stderr.String())
+	}
+
+	q := start(t, nil, "-log-format", "json", "-pprof", "127.0.0.1:0")
+	q.healthy(t)
+	var addr string
+	for _, line := range strings.Split(q.stderr.String(), "\n") {
+		var rec struct {
+			Msg  string `json:"msg"`
+			Addr string `json:"addr"`
+		}
+		if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "profiling endpoint") {
+			addr = rec.Addr
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no profiling endpoint logged:\n%s", q.stderr.String())
+	}
+	resp, err = http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile") {
+		t.Errorf("profiling endpoint answered %d:\n%.200s", resp.StatusCode, body)
+	}
+	resp, err = http.Get(q.base + "/debug/pprof/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		t.Errorf("public handler serves /debug/pprof/ with -pprof")
+	}
+}
+
 func TestRunRejectsBadFlags(t *testing.T) {
 	tests := []struct {
 		name string
@@ -245,6 +296,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"zero grace", []string{"-grace", "0"}, nil},
 		{"bad log level", []string{"-log-level", "loud"}, nil},
 		{"stray argument", []string{"extra"}, nil},
+		{"unusable profiling address", []string{"-pprof", "127.0.0.1:notaport"}, nil},
 		{"origin without a scheme", []string{"-allow-origins", "lobby.example.com"}, nil},
 		{"unknown store from the environment", nil, map[string]string{"LOBBYHOST_STORE": "mongo"}},
 		{"bad grace from the environment", nil, map[string]string{"LOBBYHOST_GRACE": "soon"}},

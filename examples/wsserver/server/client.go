@@ -16,10 +16,13 @@ import (
 
 // client is one attached socket.
 //
-// Three goroutines touch it: the handler goroutine runs readLoop, the
-// writer goroutine runs writeLoop (and the pings), and broadcasters
-// (the room's watcher, other sockets' handlers) enqueue messages. Nothing
-// that enqueues ever blocks: a full queue closes the socket.
+// A goroutine of its own (Server.serve) runs readLoop. Broadcasters (the room's watcher,
+// other sockets' handlers) append messages to its queue; nothing that
+// enqueues ever blocks: a full queue closes the socket. A writer goroutine
+// runs only while there is something to write (queued messages, a ping, a
+// close): it is started by whoever gives it work and ends when the queue is
+// empty, so an idle socket costs no goroutine, no channel and no stack for
+// writing.
 type client struct {
 	s      *Server
 	room   *room
@@ -28,22 +31,26 @@ type client struct {
 	// class is the client class the grace advice counts it in, from its
 	// User-Agent: mobile, desktop or unknown.
 	class string
-	// conn and raw (the connection under it) are set once the upgrade is
-	// complete, before the reader and the writer start.
+	// conn, raw (the connection under it, read side) and out (its write
+	// side) are set once the upgrade is complete, before serving starts.
 	conn *websocket.Conn
 	raw  *frameMeter
+	out  *sockWriter
 
-	send chan []byte
-	// ping paces the server's pings. It is created with the client, before
-	// the join, so that a fake clock advanced after the join always finds
-	// it.
-	ping clockwork.Ticker
+	// ping fires every PingInterval on Clock and asks the writer for a
+	// ping. It is armed with the client, before the join, so that a fake
+	// clock advanced after the join always finds it.
+	ping clockwork.Timer
 	// ctx is cancelled to abort a read or write in progress: at once when
 	// the socket is torn down, CloseTimeout after a kick for a failure.
 	ctx    context.Context
 	cancel context.CancelFunc
-	// done is closed by kick; the writer then closes the socket.
-	done       chan struct{}
+	// pingCtx ends when the read loop ends: a ping in progress then stops
+	// waiting for a pong that cannot come.
+	pingCtx    context.Context
+	pingCancel context.CancelFunc
+	// writerDone is closed when the writer has closed the socket after a
+	// kick.
 	writerDone chan struct{}
 
 	mu       sync.Mutex
@@ -53,9 +60,21 @@ type client struct {
 	// admitted is set once the socket's join succeeded; until then lobby
 	// states are held back (held), so that a socket the lobby refuses
 	// sees none, and one it admits sees every state in order.
-	admitted    bool
-	held        [][]byte
-	ready       bool // receives chat, receipts and typing
+	admitted bool
+	held     [][]byte
+	ready    bool // receives chat, receipts and typing
+	// queue holds the messages waiting for the writer, oldest first;
+	// inflight counts those the writer took and is writing. Together they
+	// are bounded by Config.SendQueue. spare is the writer's last batch,
+	// kept for reuse.
+	queue    [][]byte
+	spare    [][]byte
+	inflight int
+	pingDue  bool
+	// serving is set once the socket is upgraded: a writer may run.
+	// writing is set while one runs (at most one does).
+	serving     bool
+	writing     bool
 	kicked      bool
 	hard        bool // the kick was for a failure: no flush, short close
 	abort       *time.Timer
@@ -68,25 +87,39 @@ type client struct {
 	// Owned by the handler goroutine.
 	msgLimit, typingLimit limiter
 	noticed               bool // a rate_limited notice went out since the last accepted message
-	buf                   []byte
 }
 
 func newClient(s *Server, room, user string) *client {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &client{
+	pingCtx, pingCancel := context.WithCancel(ctx)
+	c := &client{
 		s:           s,
 		roomID:      room,
 		user:        user,
-		send:        make(chan []byte, s.cfg.SendQueue),
-		ping:        s.clock.NewTicker(s.cfg.PingInterval),
 		ctx:         ctx,
 		cancel:      cancel,
-		done:        make(chan struct{}),
+		pingCtx:     pingCtx,
+		pingCancel:  pingCancel,
 		writerDone:  make(chan struct{}),
 		msgLimit:    newLimiter(s.clock, s.cfg.MessageRate, s.cfg.MessageBurst),
 		typingLimit: newLimiter(s.clock, s.cfg.TypingRate, s.cfg.TypingBurst),
-		buf:         make([]byte, s.cfg.MaxMessageBytes+1),
 	}
+	c.mu.Lock()
+	c.ping = s.clock.AfterFunc(s.cfg.PingInterval, c.pingTimer)
+	c.mu.Unlock()
+	return c
+}
+
+// pingTimer asks the writer for a ping and arms the next one.
+func (c *client) pingTimer() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kicked {
+		return
+	}
+	c.pingDue = true
+	c.ping.Reset(c.s.cfg.PingInterval)
+	c.wakeLocked()
 }
 
 func (c *client) generation() uint64 {
@@ -118,7 +151,7 @@ func (c *client) offerState(rev uint64, payload []byte) {
 	}
 	c.hasState, c.highest = true, rev
 	if !c.admitted {
-		if len(c.held) >= cap(c.send) {
+		if len(c.held) >= c.s.cfg.SendQueue {
 			// As many changes as the send queue holds, during one join:
 			// treat it like a queue overflow.
 			c.s.metrics.slowConsumers.Inc()
@@ -199,16 +232,38 @@ func (c *client) enqueueLocked(msg []byte, lossy bool) {
 	if c.kicked {
 		return
 	}
-	if lossy && len(c.send) >= cap(c.send)/2 {
+	n := len(c.queue) + c.inflight
+	if lossy && n >= c.s.cfg.SendQueue/2 {
 		c.s.metrics.typingDropped.Inc()
 		return
 	}
-	select {
-	case c.send <- msg:
-	default:
+	if n >= c.s.cfg.SendQueue {
 		c.s.metrics.slowConsumers.Inc()
 		c.kickLocked(CloseSlowConsumer, "send queue overflow", true)
+		return
 	}
+	if c.queue == nil && c.spare != nil {
+		c.queue, c.spare = c.spare, nil
+	}
+	c.queue = append(c.queue, msg)
+	c.wakeLocked()
+}
+
+// wakeLocked starts a writer if there is work for one and none runs.
+func (c *client) wakeLocked() {
+	if c.serving && !c.writing && (len(c.queue) > 0 || c.pingDue || c.kicked) {
+		c.writing = true
+		go c.writeLoop()
+	}
+}
+
+// startServing lets writers run, once the socket is upgraded; what was
+// queued before goes out now.
+func (c *client) startServing() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.serving = true
+	c.wakeLocked()
 }
 
 // kick asks the writer to close the socket with code and reason. A soft
@@ -227,9 +282,20 @@ func (c *client) kickLocked(code websocket.StatusCode, reason string, hard bool)
 		return
 	}
 	c.kicked, c.hard, c.closeCode, c.closeReason = true, hard, code, reason
-	close(c.done)
 	if hard {
-		c.abort = time.AfterFunc(c.s.cfg.CloseTimeout, c.cancel)
+		c.abort = time.AfterFunc(c.s.cfg.CloseTimeout, c.cutOff)
+	}
+	c.wakeLocked()
+}
+
+// cutOff aborts whatever read or write is in progress on the socket.
+func (c *client) cutOff() {
+	c.cancel()
+	c.mu.Lock()
+	out := c.out
+	c.mu.Unlock()
+	if out != nil {
+		out.abort()
 	}
 }
 
@@ -245,56 +311,79 @@ func (c *client) stop() {
 	if c.abort != nil {
 		c.abort.Stop()
 	}
+	c.ping.Stop()
 	c.mu.Unlock()
 	c.cancel()
 }
 
-// writeLoop sends queued messages and pings until kicked, then closes the
-// socket.
+// writeLoop sends what is queued, in batches of one write each, and the
+// pings asked for, until there is nothing left to do; after a kick it
+// closes the socket instead.
 func (c *client) writeLoop() {
-	defer close(c.writerDone)
-	defer c.ping.Stop()
 	for {
-		select {
-		case <-c.done: // a kick wins over what is queued
+		c.mu.Lock()
+		if c.kicked { // a kick wins over what is queued
+			c.mu.Unlock()
 			c.closeConn()
+			close(c.writerDone) // writing stays set: no writer runs again
 			return
-		default:
 		}
-		select {
-		case <-c.done:
-			c.closeConn()
+		batch, ping := c.queue, c.pingDue
+		c.queue, c.inflight, c.pingDue = nil, len(batch), false
+		if len(batch) == 0 && !ping {
+			c.writing = false
+			c.mu.Unlock()
 			return
-		case msg := <-c.send:
-			if err := c.write(msg); err != nil {
-				c.writeFailed()
-				return
+		}
+		c.mu.Unlock()
+		if len(batch) > 0 {
+			err := c.writeBatch(batch)
+			clear(batch)
+			c.mu.Lock()
+			c.inflight = 0
+			if cap(batch) <= 32 {
+				c.spare = batch[:0]
 			}
-		case <-c.ping.Chan():
-			ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.PingTimeout)
+			c.mu.Unlock()
+			if err != nil {
+				c.writeFailed()
+				continue
+			}
+		}
+		if ping {
+			ctx, cancel := context.WithTimeout(c.pingCtx, c.s.cfg.PingTimeout)
 			err := c.conn.Ping(ctx)
 			cancel()
 			if err != nil {
 				c.kick(ClosePingTimeout, "ping timeout", true)
-				c.closeConn()
-				return
+				continue
 			}
 			c.heartbeat()
 		}
 	}
 }
 
-// writeFailed tears down a socket whose write failed: the library has
-// closed the connection already, no close frame can follow.
+// writeFailed tears down a socket whose write failed: no close frame can
+// follow.
 func (c *client) writeFailed() {
 	c.kick(websocket.StatusAbnormalClosure, "write failed", true)
 	c.conn.CloseNow()
 }
 
-func (c *client) write(msg []byte) error {
-	ctx, cancel := context.WithTimeout(c.ctx, c.s.cfg.WriteTimeout)
-	defer cancel()
-	return c.conn.Write(ctx, websocket.MessageText, msg)
+// writeBatch sends msgs in one write to the connection (see sockWriter).
+// Each write is bounded by WriteTimeout, and by CloseTimeout after a kick
+// for a failure.
+func (c *client) writeBatch(msgs [][]byte) error {
+	c.out.cork()
+	for _, m := range msgs {
+		// The library only copies the frame into the cork: nothing here
+		// waits on the network, so no context deadline is needed.
+		if err := c.conn.Write(context.Background(), websocket.MessageText, m); err != nil {
+			c.out.uncork()
+			return err
+		}
+	}
+	return c.out.uncork()
 }
 
 // closeConn sends the kick's close code in a close frame and closes the
@@ -307,15 +396,21 @@ func (c *client) closeConn() {
 		c.conn.CloseNow()
 		return
 	}
-	for flushing := !hard; flushing; {
-		select {
-		case msg := <-c.send:
-			if c.write(msg) != nil {
-				c.conn.CloseNow()
-				return
-			}
-		default:
-			flushing = false
+	if hard {
+		// The 101 may still be corked (see upgradeWriter): it goes out
+		// before the close frame.
+		if c.out.uncork() != nil {
+			c.conn.CloseNow()
+			return
+		}
+	} else {
+		c.mu.Lock()
+		rest := c.queue
+		c.queue = nil
+		c.mu.Unlock()
+		if len(rest) > 0 && c.writeBatch(rest) != nil {
+			c.conn.CloseNow()
+			return
 		}
 	}
 	closed := make(chan struct{})
@@ -347,21 +442,25 @@ func (c *client) readLoop() error {
 		if err != nil {
 			return err
 		}
-		n, err := io.ReadFull(r, c.buf)
+		bp := c.s.readBufs.Get().(*[]byte)
+		n, err := io.ReadFull(r, *bp)
 		tooLarge := false
 		switch {
 		case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 			// The whole frame fits.
 		case err != nil:
+			c.s.readBufs.Put(bp)
 			return err // includes a frame over MaxFrameBytes: the library closed with 1009
 		default:
 			// More than MaxMessageBytes: skip the rest of the frame.
 			if _, err := io.Copy(io.Discard, r); err != nil {
+				c.s.readBufs.Put(bp)
 				return err
 			}
 			tooLarge = true
 		}
 		if !c.msgLimit.allow() {
+			c.s.readBufs.Put(bp)
 			c.overRate("")
 			continue
 		}
@@ -372,8 +471,9 @@ func (c *client) readLoop() error {
 		case typ != websocket.MessageText:
 			c.refuse(refuse(CodeUnsupported, "binary messages are not supported"))
 		default:
-			c.handle(c.buf[:n])
+			c.handle((*bp)[:n])
 		}
+		c.s.readBufs.Put(bp)
 	}
 }
 
@@ -575,7 +675,10 @@ func (c *client) heartbeat() {
 	c.beatMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	res, err := c.s.svc.Heartbeat(ctx, c.roomID, c.user, gen)
+	var res lobby.Result
+	var err error
+	// Usually on the writer after a pong: a short-lived goroutine.
+	c.s.warm.run(func() { res, err = c.s.svc.Heartbeat(ctx, c.roomID, c.user, gen) })
 	if err != nil {
 		c.s.log.Warn("heartbeat failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
 		c.beatMu.Lock()

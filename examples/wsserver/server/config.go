@@ -88,10 +88,12 @@ type Config struct {
 	// 2 s.
 	CloseTimeout time.Duration
 
-	// SendQueue is how many messages may wait for one socket. When it is
-	// full, typing indicators for that socket are dropped and anything
-	// else closes the socket (CloseSlowConsumer): a slow client never
-	// holds up the others. Default 128, at least 8.
+	// SendQueue is how many messages may wait for one socket, those
+	// being written included (what is queued goes out in one write per
+	// batch). When it is half full, typing indicators for that socket are
+	// dropped; when it is full, anything else closes the socket
+	// (CloseSlowConsumer): a slow client never holds up the others.
+	// Default 128, at least 8.
 	SendQueue int
 
 	// MaxMessageBytes is the largest client frame the server reads; larger

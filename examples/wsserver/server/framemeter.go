@@ -8,7 +8,14 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"time"
 )
+
+// meterBuffer is the size of a frameMeter's read buffer: the only read
+// buffer a socket holds (the library's bufio.Reader above it is the
+// smallest bufio allows). Client messages are small; a large one takes a
+// few more reads.
+const meterBuffer = 1024
 
 // frameMeter sits between a hijacked connection and coder/websocket and
 // counts the frames the client sends as their bytes go past. Every frame
@@ -38,7 +45,7 @@ type frameMeter struct {
 }
 
 func newFrameMeter(conn net.Conn, buffered []byte, budget limiter, throttled func()) *frameMeter {
-	m := &frameMeter{Conn: conn, budget: budget, throttled: throttled, stop: make(chan struct{}), store: make([]byte, 0, 4096)}
+	m := &frameMeter{Conn: conn, budget: budget, throttled: throttled, stop: make(chan struct{}), store: make([]byte, 0, max(meterBuffer, len(buffered)))}
 	m.buf = append(m.store[:0], buffered...)
 	return m
 }
@@ -62,7 +69,7 @@ func (m *frameMeter) Read(p []byte) (int, error) {
 		// What is left is the start of a frame header: read more.
 		if len(m.buf) == 0 {
 			m.buf = m.store[:0]
-		} else if cap(m.buf)-len(m.buf) < 1024 {
+		} else if cap(m.buf)-len(m.buf) < meterBuffer/2 {
 			m.buf = append(m.store[:0], m.buf...)
 		}
 		n, err := m.Conn.Read(m.buf[len(m.buf):cap(m.buf)])
@@ -143,20 +150,36 @@ func frameHeader(b []byte) (hlen int, payload int64, complete bool) {
 // upgradeWriter is the ResponseWriter given to websocket.Accept. When
 // Accept is about to answer 101 Switching Protocols, beforeUpgrade runs
 // first (the lobby join, so that a client whose upgrade completed is in the
-// lobby); and the connection Accept hijacks is wrapped in a frameMeter.
+// lobby). The connection Accept hijacks is wrapped in a frameMeter for
+// reading and a sockWriter for writing, and the library gets bufio buffers
+// of the smallest useful sizes in place of net/http's 4 KiB ones: the
+// meter's buffer is the read buffer, and writes are batched below (see
+// sockWriter).
 type upgradeWriter struct {
 	http.ResponseWriter
 	beforeUpgrade func()
 	meter         func(conn net.Conn, buffered []byte) *frameMeter
+	writeTimeout  time.Duration
 
 	upgrading bool
+	switching bool        // the 101 is to be written by Hijack
 	conn      *frameMeter // the hijacked connection, once hijacked
+	out       *sockWriter // its write side
 }
+
+// libraryWriteBuffer holds any control frame whole (header and a payload
+// of at most 125 bytes), so that one the library writes outside a batch
+// is one write.
+const libraryWriteBuffer = 256
 
 func (w *upgradeWriter) WriteHeader(code int) {
 	if code == http.StatusSwitchingProtocols && !w.upgrading {
 		w.upgrading = true
 		w.beforeUpgrade()
+		// Hijack writes the 101 itself, into the socket's first batch:
+		// the answer and the socket's first messages are one write.
+		w.switching = true
+		return
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
@@ -169,10 +192,23 @@ func (w *upgradeWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if brw.Writer.Buffered() > 0 {
+		if err := brw.Writer.Flush(); err != nil {
+			conn.Close()
+			return nil, nil, err
+		}
+	}
 	// Bytes the HTTP server read past the request (frames a client sent
 	// without waiting for the 101) are counted like the rest.
 	buffered, _ := brw.Reader.Peek(brw.Reader.Buffered())
 	w.conn = w.meter(conn, buffered)
-	brw.Reader.Reset(bytes.NewReader(nil))
-	return w.conn, brw, nil
+	w.out = newSockWriter(conn, w.writeTimeout)
+	if w.switching {
+		// Corked until the writer's first batch (or its close) sends it.
+		w.out.cork()
+		_, _ = w.out.Write([]byte("HTTP/1.1 101 Switching Protocols\r\n"))
+		_ = w.Header().Write(w.out)
+		_, _ = w.out.Write([]byte("\r\n"))
+	}
+	return w.conn, bufio.NewReadWriter(bufio.NewReaderSize(bytes.NewReader(nil), 16), bufio.NewWriterSize(w.out, libraryWriteBuffer)), nil
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -155,5 +156,48 @@ func TestLateHeartbeatClosesWithRejoin(t *testing.T) {
 	m := again.waitState("alice back", func(m msg) bool { return hasMember(m, "alice", "online") })
 	if m.Reason != "reconnected" || m.host() != "alice" {
 		t.Errorf("rejoin after a timeout inside the grace: %s, want reconnected, still host", m.view())
+	}
+}
+
+// A socket whose TCP connection dies while the server waits for the pong
+// of its ping (a reset, no close frame) is reported closed at once: the
+// member turns reconnecting without waiting for the ping's timeout, here
+// longer than the test may run.
+func TestDropDuringPingIsReportedAtOnce(t *testing.T) {
+	const ttl = 30 * time.Second
+	e := newEnv(t, func(c *serverConfig) {
+		c.Policy.HeartbeatTTL = ttl
+		c.PingTimeout = time.Hour
+	})
+	bob := e.join("r", "bob")
+	bob.waitType("typing.state")
+	mute := e.dialRawSocket("/ws?ticket=" + e.ticket("r", "mute")) // never answers a ping
+	frames := mute.frames()
+	bob.waitState("mute joined", func(m msg) bool { return hasMember(m, "mute", "online") })
+
+	e.clock.Advance(ttl / 3)
+	for pinged := false; !pinged; {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				t.Fatal("mute's connection ended before a ping")
+			}
+			pinged = f.op == opPing
+		case <-time.After(waitLimit):
+			t.Fatalf("no ping within %v", waitLimit)
+		}
+	}
+	// The ping waits for a pong. Reset the connection under it.
+	tcp, ok := mute.conn.(*net.TCPConn)
+	if !ok {
+		t.Fatalf("raw socket on %T, want *net.TCPConn", mute.conn)
+	}
+	if err := tcp.SetLinger(0); err != nil {
+		t.Fatal(err)
+	}
+	tcp.Close()
+	out := bob.waitState("mute reconnecting", func(m msg) bool { return hasMember(m, "mute", "reconnecting") })
+	if out.Reason != "disconnected" {
+		t.Errorf("dropped socket reported with reason %q, want disconnected", out.Reason)
 	}
 }

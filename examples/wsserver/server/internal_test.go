@@ -325,13 +325,14 @@ func TestRoomFromPath(t *testing.T) {
 // states offered before its join succeeded are held back until then, in
 // order.
 func TestOfferStateKeepsRevisionOrder(t *testing.T) {
-	c := &client{send: make(chan []byte, 16), done: make(chan struct{})}
+	// Not serving: no writer starts, the queue keeps what is offered.
+	c := &client{s: &Server{cfg: Config{SendQueue: 16}}}
 	r := &room{clients: map[*client]struct{}{c: {}}}
 	for _, rev := range []uint64{5, 3} {
 		c.offerState(rev, []byte{byte(rev)})
 	}
-	if len(c.send) != 0 {
-		t.Fatalf("%d states queued before the join succeeded, want none", len(c.send))
+	if len(c.queue) != 0 {
+		t.Fatalf("%d states queued before the join succeeded, want none", len(c.queue))
 	}
 	c.admit()
 	for _, rev := range []uint64{5, 6} {
@@ -342,9 +343,8 @@ func TestOfferStateKeepsRevisionOrder(t *testing.T) {
 	}
 	r.broadcastState(4, []byte{4})
 	r.broadcastState(7, []byte{7})
-	close(c.send)
 	var got []byte
-	for m := range c.send {
+	for _, m := range c.queue {
 		got = append(got, m...)
 	}
 	if diff := cmp.Diff([]byte{5, 6, 7}, got); diff != "" {

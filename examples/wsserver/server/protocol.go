@@ -188,7 +188,7 @@ func encodeEvent(e *lobby.Event, now time.Time) []byte {
 	if !e.At.IsZero() {
 		m.At = e.At.UTC().Format(time.RFC3339Nano)
 	}
-	return mustJSON(m)
+	return appendState(make([]byte, 0, stateSize(len(m.Members))), &m)
 }
 
 // encodeSnapshot returns the lobby.state message for a snapshot; see
@@ -197,7 +197,7 @@ func encodeSnapshot(s *lobby.Snapshot, now time.Time) []byte {
 	m := newStateMsg(s.Lobby, s.Revision, s.Host, s.Locked, s.Overrides, s.Members, now)
 	m.Term = s.Term
 	m.Reason = ReasonSnapshot
-	return mustJSON(m)
+	return appendState(make([]byte, 0, stateSize(len(m.Members))), &m)
 }
 
 type welcomeMsg struct {

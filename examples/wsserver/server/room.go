@@ -43,6 +43,11 @@ type room struct {
 	// for the Service's grace advice (lobby.WithClientClass).
 	classes map[string]string
 
+	// lastRev and lastState are the latest lobby.state the room's watcher
+	// encoded, for a joining socket that needs the same revision.
+	lastRev   uint64
+	lastState []byte
+
 	// watchMu serialises opening and closing the room's watcher; watch
 	// is set while the room has local sockets (see watch.go).
 	watchMu sync.Mutex
@@ -192,9 +197,21 @@ func (r *room) wantsState(rev uint64) bool {
 func (r *room) broadcastState(rev uint64, payload []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.lastRev, r.lastState = rev, payload
 	for c := range r.clients {
 		c.offerState(rev, payload)
 	}
+}
+
+// encoded returns the room's latest encoded lobby.state if it is of
+// revision rev, else nil.
+func (r *room) encoded(rev uint64) []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.lastState != nil && r.lastRev == rev {
+		return r.lastState
+	}
+	return nil
 }
 
 // broadcastLocked sends msg to every ready socket of the room. Lossy

@@ -53,6 +53,12 @@ type Server struct {
 	running  atomic.Bool
 	draining atomic.Bool
 	conns    tracker
+	// warm runs the lobby commands of socket goroutines (joins,
+	// disconnects) on goroutines whose stacks have grown already.
+	warm *warmPool
+	// readBufs lends sockets the buffer a client message is read into,
+	// for the time it is handled.
+	readBufs sync.Pool
 }
 
 // tracker counts the sockets being served, so that Shutdown can wait for
@@ -118,6 +124,11 @@ func New(cfg Config) (*Server, error) {
 		lobbyprom.WithAdvisor(nil, graceAdviceQuantile),
 		lobbyprom.WithAdvisorFeed(),
 		lobbyprom.WithClassAdvice(func(q float64) []lobby.ClassAdvice { return s.svc.Advice(q) }, graceAdviceQuantile))
+	s.warm = newWarmPool()
+	s.readBufs.New = func() any {
+		b := make([]byte, cfg.MaxMessageBytes+1)
+		return &b
+	}
 	s.metrics = newMetrics(s)
 	s.st = countStore(cfg.Store, s.metrics.storeCalls)
 	s.hub = newHub(s)
@@ -317,6 +328,16 @@ func (s *Server) reclaimer(ctx context.Context) {
 func (s *Server) nextMessageID() string {
 	return fmt.Sprintf("%s-%d", s.instance, s.msgSeq.Add(1))
 }
+
+// pseudonym logs a player's pseudonym (lobby.Service.Pseudonym), worked
+// out only if the record is logged.
+type pseudonym struct {
+	svc  *lobby.Service
+	user string
+}
+
+// LogValue implements slog.LogValuer.
+func (p pseudonym) LogValue() slog.Value { return slog.StringValue(p.svc.Pseudonym(p.user)) }
 
 // observer feeds the lobby metrics, queues lobbies this process's commits
 // left empty for reclaiming, and passes everything on to Config.Observer.
@@ -591,7 +612,16 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		s.refuseUpgrade(w, http.StatusServiceUnavailable, "shutting_down", "the server is shutting down")
 		return
 	}
-	defer s.conns.done()
+	// Once upgraded, the socket is served on a goroutine of its own and
+	// this handler returns (handedOff), so that net/http's goroutine, with
+	// the stack the request and the join grew, and its connection's
+	// buffers and request are freed: only what the socket needs stays.
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			s.conns.done()
+		}
+	}()
 	if origin := r.Header.Get("Origin"); origin != "" && !s.originAllowed(origin) {
 		s.metrics.originsRefused.Inc()
 		s.refuseUpgrade(w, http.StatusForbidden, "origin_forbidden", "this origin may not open sockets")
@@ -643,7 +673,11 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	// covers everything before.
 	c := newClient(s, t.Room, t.User)
 	c.class = clientClassOf(r.UserAgent())
-	defer c.stop()
+	defer func() {
+		if !handedOff {
+			c.stop()
+		}
+	}()
 	c.room = s.hub.attach(t.Room, c)
 	// The room's watcher is open before the join, so the join and every
 	// commit after it reach the room's sockets in order (watch.go).
@@ -665,6 +699,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		meter: func(conn net.Conn, buffered []byte) *frameMeter {
 			return newFrameMeter(conn, buffered, newLimiter(s.clock, s.cfg.FrameRate, s.cfg.FrameBurst), s.metrics.framesThrottled.Inc)
 		},
+		writeTimeout: s.cfg.WriteTimeout,
 	}
 	// The origin was checked above, against AllowedOrigins alone.
 	conn, err := websocket.Accept(uw, r, &websocket.AcceptOptions{InsecureSkipVerify: true})
@@ -686,15 +721,27 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c.conn, c.raw = conn, uw.conn
-	s.serve(c, res, joinErr)
+	c.mu.Lock()
+	c.conn, c.raw, c.out = conn, uw.conn, uw.out
+	c.mu.Unlock()
+	if !s.attachSocket(c, res, joinErr) {
+		return
+	}
+	handedOff = true
+	go func() {
+		defer s.conns.done()
+		defer c.stop()
+		s.serve(c, res.Gen)
+	}()
 }
 
 // join joins c's user to its lobby and records the new generation on c.
 func (s *Server) join(c *client) (lobby.Result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	res, err := s.svc.Join(ctx, c.roomID, c.user, nil)
+	var res lobby.Result
+	var err error
+	s.warm.run(func() { res, err = s.svc.Join(ctx, c.roomID, c.user, nil) })
 	if err != nil {
 		return res, err
 	}
@@ -704,12 +751,15 @@ func (s *Server) join(c *client) (lobby.Result, error) {
 	return res, nil
 }
 
-// serve runs an upgraded socket until it closes. joinErr is the join's
-// error: the socket is then told why and closed.
-func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
+// attachSocket starts an upgraded socket: its first state, the welcome,
+// the chat history and typing, and its writer. It runs on the handler's
+// goroutine, so that the goroutine serve runs on never grows the stack
+// this takes. joinErr is the join's error: the socket is then told why and
+// closed, and attachSocket returns false.
+func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
 	conn := c.conn
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
-	pseudo := s.svc.Pseudonym(c.user)
+	pseudo := pseudonym{s.svc, c.user}
 	if joinErr != nil {
 		code, status, reason := CodeInternal, websocket.StatusCode(websocket.StatusInternalError), "cannot join the lobby"
 		switch {
@@ -724,17 +774,27 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 		}
 		c.enqueue(encodeError(code, reason, ""))
 		c.kick(status, reason, false)
-		c.writeLoop()
+		c.startServing()
+		<-c.writerDone
 		c.room.detach(c, s.clock.Now())
-		return
+		return false
 	}
 	c.admit()
 	// The room's watcher brings the join and everything after it in
 	// order; the join's own state (or a snapshot) is only the socket's
 	// starting point when the watcher has brought nothing yet.
 	if n := len(res.Events); n > 0 {
-		e := res.Events[n-1]
-		c.offerFirstState(e.Revision, encodeEvent(&e, s.clock.Now()))
+		// Usually the watcher has brought the join already, or the room
+		// has this revision encoded for another socket: encode it only
+		// when neither is so.
+		if !c.hasAnyState() {
+			e := &res.Events[n-1]
+			payload := c.room.encoded(e.Revision)
+			if payload == nil {
+				payload = encodeEvent(e, s.clock.Now())
+			}
+			c.offerFirstState(e.Revision, payload)
+		}
 	} else if !c.hasAnyState() {
 		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 		snap, err := s.svc.Snapshot(ctx, c.roomID)
@@ -760,24 +820,38 @@ func (s *Server) serve(c *client, res lobby.Result, joinErr error) {
 	s.metrics.sockets.Inc()
 	s.log.Info("socket attached", "room", c.roomID, "player", pseudo, "gen", res.Gen)
 
-	go c.writeLoop()
+	c.startServing()
+	return true
+}
+
+// serve reads an attached socket until it closes, then reports the close
+// to the lobby and detaches the socket.
+func (s *Server) serve(c *client, gen uint64) {
 	readErr := c.readLoop()
 
+	// The socket is gone (a close frame, an EOF, a reset, a failed read)
+	// or closing. The lobby learns of it at once: the writer's flush, the
+	// close handshake and a ping waiting for its pong proceed meanwhile
+	// and never delay the member's turn to reconnecting (and the grace).
 	c.kick(websocket.StatusNormalClosure, "", false)
+	c.pingCancel()
+	pseudo := pseudonym{s.svc, c.user}
+	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	var dres lobby.Result
+	var err error
+	s.warm.run(func() { dres, err = s.svc.Disconnect(ctx, c.roomID, c.user, gen) })
+	cancel()
 	<-c.writerDone
 	c.room.detach(c, s.clock.Now())
 	s.metrics.sockets.Dec()
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-	dres, err := s.svc.Disconnect(ctx, c.roomID, c.user, res.Gen)
-	cancel()
 	code, reason, _ := c.closeStatus()
 	if err != nil {
-		s.log.Warn("disconnect failed", "room", c.roomID, "player", pseudo, "gen", res.Gen, "err", err)
+		s.log.Warn("disconnect failed", "room", c.roomID, "player", pseudo, "gen", gen, "err", err)
 		return
 	}
 	if peer := websocket.CloseStatus(readErr); peer != -1 {
 		code, reason = peer, "closed by the client"
 	}
-	s.log.Info("socket detached", "room", c.roomID, "player", pseudo, "gen", res.Gen,
+	s.log.Info("socket detached", "room", c.roomID, "player", pseudo, "gen", gen,
 		"close_code", int(code), "close_reason", reason, "outcome", dres.Outcome.String())
 }
