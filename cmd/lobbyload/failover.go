@@ -25,7 +25,7 @@ func failoverFlags(fs *flag.FlagSet) foFlags {
 	return foFlags{
 		players:          fs.Int("players", 4, "failover: players per room"),
 		concurrency:      fs.Int("concurrency", 64, "failover: joins in flight"),
-		closeConcurrency: fs.Int("close-concurrency", 256, "failover: host closes in flight"),
+		closeConcurrency: fs.Int("close-concurrency", 0, "failover: host closes in flight (default: as many as -concurrency)"),
 		grace:            fs.Duration("grace", 8*time.Second, "failover: the server's grace (must equal the server's -grace)"),
 		timeout:          fs.Duration("failover-timeout", 0, "failover: a room without a new host this long after its host's close never failed over (default grace+10s)"),
 		pids:             fs.String("pid", "", "failover: comma-separated PIDs of the server processes, for CPU and memory figures (Linux /proc)"),

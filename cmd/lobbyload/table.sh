@@ -22,6 +22,7 @@
 #   ROOMS     rooms [2000]
 #   PLAYERS   players per room [4]
 #   CONCURRENCY  joins in flight [64]
+#   CLOSE_CONCURRENCY  host closes in flight [as many as CONCURRENCY]
 #   GRACE     the servers' grace, passed to lobbyload too [200ms]
 #   HEARTBEAT_TTL  wsserver -heartbeat-ttl [unset: the server's default, with
 #             pings and heartbeat deadlines; 0 turns them off, like minserver]
@@ -34,6 +35,7 @@ runs=${RUNS:-3}
 rooms=${ROOMS:-2000}
 players=${PLAYERS:-4}
 concurrency=${CONCURRENCY:-64}
+close_concurrency=${CLOSE_CONCURRENCY:-$concurrency}
 grace=${GRACE:-200ms}
 hb=()
 [[ -n ${HEARTBEAT_TTL:-} ]] && hb=(-heartbeat-ttl "$HEARTBEAT_TTL")
@@ -106,7 +108,7 @@ for kind in $kinds; do
 		html=()
 		[[ $run == "$runs" ]] && html=(-html "$out/$kind.html")
 		if "${pin_load[@]}" "$out/lobbyload" -scenario failover -servers "$url" -rooms "$rooms" -players "$players" \
-			-concurrency "$concurrency" -grace "$grace" -pid "$pid" -label "$kind" -json "$log.json" "${html[@]}" >&2; then
+			-concurrency "$concurrency" -close-concurrency "$close_concurrency" -grace "$grace" -pid "$pid" -label "$kind" -json "$log.json" "${html[@]}" >&2; then
 			reports+=("$log.json")
 		else
 			echo "lobbyload failed on $kind run $run" >&2

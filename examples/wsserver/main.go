@@ -143,6 +143,10 @@ func newLogger(o options, w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("-log-format must be text or json, not %q", o.logFormat)
 }
 
+// defaultPoolConns is the PostgreSQL pool size unless the DSN sets
+// pool_max_conns.
+const defaultPoolConns = 16
+
 // openStore returns the store named by the options and a function that
 // releases it.
 func openStore(ctx context.Context, o options) (store.Store, bool, func(), error) {
@@ -153,7 +157,16 @@ func openStore(ctx context.Context, o options) (store.Store, bool, func(), error
 		if o.postgresDSN == "" {
 			return nil, false, nil, errors.New("-store postgres needs -postgres-dsn or LOBBYHOST_POSTGRES_DSN")
 		}
-		pool, err := pgxpool.New(ctx, o.postgresDSN)
+		cfg, err := pgxpool.ParseConfig(o.postgresDSN)
+		if err != nil {
+			return nil, false, nil, fmt.Errorf("postgres: %w", err)
+		}
+		if !strings.Contains(o.postgresDSN, "pool_max_conns") {
+			// pgxpool's default (4 on this kind of machine) queues a
+			// burst of joins behind each other; the DSN may set its own.
+			cfg.MaxConns = defaultPoolConns
+		}
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
 			return nil, false, nil, fmt.Errorf("postgres: %w", err)
 		}

@@ -26,7 +26,10 @@ type FailoverConfig struct {
 	Rooms, Players int
 	// Concurrency bounds the joins in flight (default 64).
 	Concurrency int
-	// CloseConcurrency bounds the host closes in flight (default 256).
+	// CloseConcurrency bounds the host closes in flight (default: as
+	// many as Concurrency). More makes a harsher burst: the server must
+	// absorb the closes faster than it can commit them, and the delay of
+	// the last rooms grows with its backlog.
 	CloseConcurrency int
 	// Grace is the server's grace: failover delays are measured from a
 	// host's close plus Grace. Required.
@@ -58,7 +61,7 @@ func (cfg *FailoverConfig) defaults() error {
 		cfg.Concurrency = 64
 	}
 	if cfg.CloseConcurrency <= 0 {
-		cfg.CloseConcurrency = 256
+		cfg.CloseConcurrency = cfg.Concurrency
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Grace + 10*time.Second
