@@ -26,7 +26,12 @@
 #   GRACE     the servers' grace, passed to lobbyload too [200ms]
 #   HEARTBEAT_TTL  wsserver -heartbeat-ttl [unset: the server's default, with
 #             pings and heartbeat deadlines; 0 turns them off, like minserver]
+#   BASE      a git revision of this repository: also measure the example
+#             server built from it, as kinds base-memory, base-postgres and
+#             base-redis beside each wsserver kind [unset]
 #   OUT       directory for binaries, logs and reports [a new temp dir]
+# Runs alternate between kinds (run 1 of every kind, then run 2, ...), so
+# that all kinds see the same machine.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tree=$(cd "$here/../.." && pwd)
@@ -52,6 +57,18 @@ fi
 echo "building from $tree ($(git -C "$tree" rev-parse --short HEAD 2>/dev/null || echo '?')) into $out" >&2
 (cd "$tree/examples/wsserver" && go build -o "$out/wsserver" .)
 (cd "$here" && go build -o "$out/minserver" ./minserver && go build -o "$out/lobbyload" .)
+if [[ -n ${BASE:-} ]]; then
+	echo "building the base, $BASE ($(git -C "$tree" rev-parse --short "$BASE")), into $out" >&2
+	rm -rf "$out/base-tree" && mkdir -p "$out/base-tree"
+	git -C "$tree" archive "$BASE" | tar -x -C "$out/base-tree"
+	(cd "$out/base-tree/examples/wsserver" && go build -o "$out/wsserver-base" .)
+	with_base=
+	for kind in $kinds; do
+		with_base+=" $kind"
+		[[ $kind == minimal ]] || with_base+=" base-$kind"
+	done
+	kinds=$with_base
+fi
 
 pid=
 stop_server() {
@@ -65,6 +82,10 @@ trap stop_server EXIT
 
 # server_args KIND TAG prints the command line of a server of that kind.
 server_args() {
+	if [[ $1 == base-* ]]; then
+		server_args "${1#base-}" "$2" | sed "s|^$out/wsserver |$out/wsserver-base |"
+		return
+	fi
 	case $1 in
 	minimal) echo "$out/minserver" ;;
 	memory) echo "$out/wsserver -log-level warn ${hb[*]} -store memory" ;;
@@ -76,7 +97,7 @@ server_args() {
 
 # cleanup KIND TAG removes what a run stored under TAG.
 cleanup() {
-	case $1 in
+	case ${1#base-} in
 	postgres) psql "$LOBBYHOST_POSTGRES_DSN" -qc "DROP SCHEMA IF EXISTS \"$2\" CASCADE" >/dev/null 2>&1 ||
 		echo "could not drop schema $2" >&2 ;;
 	redis)
@@ -86,13 +107,17 @@ cleanup() {
 	esac
 }
 
-reports=()
+measured=
 for kind in $kinds; do
-	case $kind in
-	postgres) [[ -n ${LOBBYHOST_POSTGRES_DSN:-} ]] || { echo "skipping postgres: LOBBYHOST_POSTGRES_DSN is not set" >&2; continue; } ;;
-	redis) [[ -n ${LOBBYHOST_REDIS_ADDR:-} ]] || { echo "skipping redis: LOBBYHOST_REDIS_ADDR is not set" >&2; continue; } ;;
+	case ${kind#base-} in
+	postgres) [[ -n ${LOBBYHOST_POSTGRES_DSN:-} ]] || { echo "skipping $kind: LOBBYHOST_POSTGRES_DSN is not set" >&2; continue; } ;;
+	redis) [[ -n ${LOBBYHOST_REDIS_ADDR:-} ]] || { echo "skipping $kind: LOBBYHOST_REDIS_ADDR is not set" >&2; continue; } ;;
 	esac
-	for run in $(seq 1 "$runs"); do
+	measured+=" $kind"
+done
+reports=()
+for run in $(seq 1 "$runs"); do
+	for kind in $measured; do
 		tag="lobbyload_table_$$_${kind}_$run"
 		log="$out/$kind-$run"
 		# shellcheck disable=SC2046 # word splitting of the command line is meant
