@@ -65,6 +65,9 @@ type Service struct {
 	sweepPoke  chan struct{}
 	relayPoke  chan struct{}
 	nextWakeNs atomic.Int64 // when the sweeper next wakes on its own; MaxInt64 while awake
+	// awakeMinNs is the earliest deadline committed while the sweeper was
+	// awake (MaxInt64: none); it plans its next sleep with it.
+	awakeMinNs atomic.Int64
 
 	// hub hands commits to this process's Watchers.
 	hub *watchHub
@@ -139,6 +142,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 		s.advice = newAdviceBook(cfg.class, m.p.HeartbeatTTL)
 	}
 	s.nextWakeNs.Store(math.MaxInt64)
+	s.awakeMinNs.Store(math.MaxInt64)
 	return s, nil
 }
 

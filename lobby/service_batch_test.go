@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -362,5 +363,82 @@ func TestBatchOptionsAreChecked(t *testing.T) {
 		if _, err := lobby.NewService(memstore.New(), o); !errors.Is(err, lobby.ErrInvalidOption) {
 			t.Errorf("NewService = %v, want ErrInvalidOption", err)
 		}
+	}
+}
+
+// dueGate counts Due calls and can hold the next one.
+type dueGate struct {
+	store.Store
+	calls   atomic.Int64
+	mu      sync.Mutex
+	entered chan struct{}
+	open    chan struct{}
+}
+
+func (g *dueGate) Due(ctx context.Context, now time.Time, limit int) ([]store.Due, error) {
+	g.calls.Add(1)
+	g.mu.Lock()
+	entered, open := g.entered, g.open
+	g.entered, g.open = nil, nil
+	g.mu.Unlock()
+	if entered != nil {
+		close(entered)
+		<-open
+	}
+	return g.Store.Due(ctx, now, limit)
+}
+
+// Commits made while a sweep pass runs do not make the sweeper pass again
+// at once when none of them is due before its next wake-up: a busy Service
+// would otherwise sweep without pause, reading the store for nothing.
+func TestCommitsDuringAPassDoNotRepeatIt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clock := clockwork.NewFakeClock()
+	g := &dueGate{Store: memstore.New()}
+	s := newService(t, g, clock)
+	// Hold the first pass's first look at the due lobbies.
+	g.entered, g.open = make(chan struct{}), make(chan struct{})
+	entered, open := g.entered, g.open
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	<-entered
+	for i := range 20 {
+		if _, err := s.Join(ctx, fmt.Sprintf("l%d", i), "p", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(open)
+	// The sweeper goes to sleep until the earliest heartbeat deadline. (A
+	// pending wake-up would make it pass again right after it blocks: give
+	// it the moment to, then wait for it to block again.)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if err := clock.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	settled := g.calls.Load()
+	if settled > 3 {
+		t.Errorf("%d Due calls before the sweeper slept; want the pass's and its planning's only", settled)
+	}
+	// It wakes at that deadline and expires the connections.
+	clock.Advance(lobby.DefaultPolicy().HeartbeatTTL)
+	for deadline := time.Now().Add(hangGuard); ; time.Sleep(time.Millisecond) {
+		snap, err := s.Snapshot(ctx, "l19")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Members) == 1 && snap.Members[0].Status == lobby.StatusReconnecting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the heartbeat deadline never expired: %+v", snap)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatal(err)
 	}
 }

@@ -184,8 +184,8 @@ func backoff(failures int) time.Duration {
 func (s *Service) sweepLoop(ctx context.Context) {
 	failures := 0
 	for {
-		// Awake: every commit with a deadline pokes, so that one written
-		// while this pass plans its sleep is not missed.
+		// Awake: commits keep their deadlines in awakeMinNs for the sleep
+		// this pass plans (noteDeadline).
 		s.nextWakeNs.Store(math.MaxInt64)
 		changed, passAt, err := s.sweep(ctx)
 		if ctx.Err() != nil {
@@ -216,6 +216,11 @@ func (s *Service) sweepLoop(ctx context.Context) {
 		}
 		target := now.Add(sleep)
 		s.nextWakeNs.Store(target.UnixNano())
+		if m := s.awakeMinNs.Swap(math.MaxInt64); m < target.UnixNano() {
+			// Committed while this pass ran, after it looked.
+			target = time.Unix(0, m)
+			s.nextWakeNs.Store(m)
+		}
 		if !s.waitUntil(ctx, target, s.sweepPoke) {
 			return
 		}

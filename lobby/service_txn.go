@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -345,7 +346,35 @@ func (s *Service) committed(id string, o outcome) {
 			}
 		}
 	}
-	if d := o.deadline; !d.IsZero() && d.UnixNano() < s.nextWakeNs.Load() {
+	if d := o.deadline; !d.IsZero() {
+		s.noteDeadline(d.UnixNano())
+	}
+}
+
+// noteDeadline tells the sweeper of a committed deadline (Unix ns). A
+// sleeping sweeper that would wake after it is woken now. An awake one is
+// left to finish its pass: the deadline is kept for the sleep it plans next
+// (waking it for every commit of a busy Service would make it sweep
+// without pause, reading the store each time for nothing).
+func (s *Service) noteDeadline(d int64) {
+	wake := s.nextWakeNs.Load()
+	if d >= wake {
+		return
+	}
+	if wake != math.MaxInt64 {
+		poke(s.sweepPoke)
+		return
+	}
+	for {
+		m := s.awakeMinNs.Load()
+		if d >= m || s.awakeMinNs.CompareAndSwap(m, d) {
+			break
+		}
+	}
+	// The sweeper may have planned its sleep in the meantime without
+	// seeing d; it stores its wake-up before it collects awakeMinNs, so
+	// one of the two sees the other.
+	if wake := s.nextWakeNs.Load(); wake != math.MaxInt64 && d < wake {
 		poke(s.sweepPoke)
 	}
 }
