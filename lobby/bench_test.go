@@ -252,17 +252,24 @@ func drainOutbox(tb testing.TB, svc *lobby.Service) {
 	}
 }
 
+// noTTLService returns a Service on memstore whose policy has no heartbeat
+// deadlines (the benchmarks below run longer than a TTL), and the policy.
+func noTTLService(b *testing.B, opts ...lobby.Option) (*lobby.Service, lobby.Policy) {
+	p := lobby.DefaultPolicy()
+	p.HeartbeatTTL = 0
+	svc, err := lobby.NewService(memstore.New(), append(opts, lobby.WithPolicy(p))...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return svc, p
+}
+
 // BenchmarkServiceJoin: the fixed cost of a join through Service and
 // memstore: each op joins one new player, four to a lobby, so three in
 // four joins find a lobby with members and one creates it.
 func BenchmarkServiceJoin(b *testing.B) {
 	ctx := context.Background()
-	p := lobby.DefaultPolicy()
-	p.HeartbeatTTL = 0
-	svc, err := lobby.NewService(memstore.New(), lobby.WithPolicy(p))
-	if err != nil {
-		b.Fatal(err)
-	}
+	svc, _ := noTTLService(b)
 	ids := make([]string, b.N/4+1)
 	for i := range ids {
 		ids[i] = fmt.Sprintf("lobby-%07d", i)
@@ -281,13 +288,8 @@ func BenchmarkServiceJoin(b *testing.B) {
 // a Sweep (the new host takes over in the same transition).
 func BenchmarkServiceExpiry(b *testing.B) {
 	ctx := context.Background()
-	p := lobby.DefaultPolicy()
-	p.HeartbeatTTL = 0
 	clock := clockwork.NewFakeClockAt(t0)
-	svc, err := lobby.NewService(memstore.New(), lobby.WithClock(clock), lobby.WithPolicy(p))
-	if err != nil {
-		b.Fatal(err)
-	}
+	svc, p := noTTLService(b, lobby.WithClock(clock))
 	for l := 0; l < b.N; l++ {
 		id := fmt.Sprintf("lobby-%07d", l)
 		var host uint64
@@ -319,12 +321,7 @@ func BenchmarkServiceExpiry(b *testing.B) {
 // attributes and takes the change from the Watcher.
 func BenchmarkWatchCommit(b *testing.B) {
 	ctx := context.Background()
-	p := lobby.DefaultPolicy()
-	p.HeartbeatTTL = 0
-	svc, err := lobby.NewService(memstore.New(), lobby.WithPolicy(p))
-	if err != nil {
-		b.Fatal(err)
-	}
+	svc, _ := noTTLService(b)
 	for _, pl := range benchPlayers {
 		if _, err := svc.Join(ctx, "bench", pl, nil); err != nil {
 			b.Fatal(err)
