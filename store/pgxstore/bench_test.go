@@ -56,19 +56,7 @@ func benchWrites(b *testing.B, clients int, effects []byte, consumers int) {
 			b.Fatal(err)
 		}
 	}
-	data := bytes.Repeat([]byte{'x'}, 200)
-	base := time.Unix(1_800_000_000, 0)
-	if _, err := pool.Exec(ctx, s.sql(`INSERT INTO _S_.lobbies (id, version, data, deadline)
-SELECT convert_to('lobby-' || g, 'UTF8'), 1, $1, $2 FROM generate_series(0, $3 - 1) AS g`),
-		data, base.UnixNano(), benchLobbies); err != nil {
-		b.Fatal(err)
-	}
-	ids := make([]string, benchLobbies)
-	versions := make([]uint64, benchLobbies)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("lobby-%d", i)
-		versions[i] = 1
-	}
+	data, base, ids, versions := seedBenchLobbies(b, s)
 
 	var (
 		done   atomic.Int64
@@ -158,19 +146,7 @@ func benchBatch(b *testing.B, clients, size int, effects []byte) {
 	pool := benchPool(b, int32(clients))
 	s := newTestStoreOn(b, pool)
 	ctx := context.Background()
-	data := bytes.Repeat([]byte{'x'}, 200)
-	base := time.Unix(1_800_000_000, 0)
-	if _, err := pool.Exec(ctx, s.sql(`INSERT INTO _S_.lobbies (id, version, data, deadline)
-SELECT convert_to('lobby-' || g, 'UTF8'), 1, $1, $2 FROM generate_series(0, $3 - 1) AS g`),
-		data, base.UnixNano(), benchLobbies); err != nil {
-		b.Fatal(err)
-	}
-	ids := make([]string, benchLobbies)
-	versions := make([]uint64, benchLobbies)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("lobby-%d", i)
-		versions[i] = 1
-	}
+	data, base, ids, versions := seedBenchLobbies(b, s)
 	var (
 		done   atomic.Int64
 		failed atomic.Pointer[error]
@@ -249,4 +225,24 @@ func BenchmarkWriteBatchBurst(b *testing.B) {
 	elapsed := time.Since(start)
 	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/burst")
 	b.ReportMetric(float64(b.N*burst)/elapsed.Seconds(), "writes/s")
+}
+
+// seedBenchLobbies inserts benchLobbies lobbies at version 1, each with
+// 200 bytes of data and a deadline at base, in one statement, and returns
+// the data, base, the IDs and their versions.
+func seedBenchLobbies(b *testing.B, s *Store) (data []byte, base time.Time, ids []string, versions []uint64) {
+	data = bytes.Repeat([]byte{'x'}, 200)
+	base = time.Unix(1_800_000_000, 0)
+	if _, err := s.pool.Exec(context.Background(), s.sql(`INSERT INTO _S_.lobbies (id, version, data, deadline)
+SELECT convert_to('lobby-' || g, 'UTF8'), 1, $1, $2 FROM generate_series(0, $3 - 1) AS g`),
+		data, base.UnixNano(), benchLobbies); err != nil {
+		b.Fatal(err)
+	}
+	ids = make([]string, benchLobbies)
+	versions = make([]uint64, benchLobbies)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("lobby-%d", i)
+		versions[i] = 1
+	}
+	return data, base, ids, versions
 }
