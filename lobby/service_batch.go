@@ -2,6 +2,7 @@ package lobby
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -130,8 +131,4 @@ func (g *groupCommit) send(batch []*queuedWrite) {
 
 // errShortBatch is the outcome of a write that a store's WriteBatch
 // returned no result for, against its contract: unknown.
-var errShortBatch = &storeContractError{"WriteBatch returned fewer results than writes"}
-
-type storeContractError struct{ msg string }
-
-func (e *storeContractError) Error() string { return "lobby: store: " + e.msg }
+var errShortBatch = errors.New("lobby: store: WriteBatch returned fewer results than writes")

@@ -442,3 +442,54 @@ func TestCommitsDuringAPassDoNotRepeatIt(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// shortBatchStore answers every batch with one result too few (against
+// the contract), after applying none of it.
+type shortBatchStore struct{ valveStore }
+
+func (s *shortBatchStore) WriteBatch(_ context.Context, ws []store.Write) []error {
+	errs := make([]error, len(ws)-1)
+	for i := range errs {
+		errs[i] = store.ErrConflict
+	}
+	return errs
+}
+
+// A write a store's batch returned no result for is never taken for a
+// commit: its caller gets an error. (The other write of the batch got a
+// conflict, so the Service wrote it again, alone.)
+func TestAWriteWithoutAResultIsNotACommit(t *testing.T) {
+	ctx := context.Background()
+	st := &shortBatchStore{valveStore{Store: memstore.New()}}
+	s := newService(t, st, clockwork.NewFakeClock(), lobby.WithWriteBatch(16, 1))
+	entered, open := st.hold("Write")
+	first := make(chan error, 1)
+	go func() { _, err := s.Join(ctx, "busy", "p", nil); first <- err }()
+	<-entered
+	ids := []string{"a", "b"}
+	done := make(chan []error, 1)
+	go func() { done <- joinAll(s, ctx, ids, "p") }()
+	waitBlocked(t, queuedFn, 2)
+	close(open)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	var failed []string
+	for i, err := range <-done {
+		if err != nil {
+			failed = append(failed, ids[i])
+		}
+	}
+	if len(failed) != 1 {
+		t.Fatalf("joins failed in %v; want exactly the one without a result", failed)
+	}
+	for _, id := range ids {
+		snap, err := s.Snapshot(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]int{true: 0, false: 1}[id == failed[0]]; len(snap.Members) != want {
+			t.Errorf("%s has %d members, want %d", id, len(snap.Members), want)
+		}
+	}
+}
