@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -17,7 +16,9 @@ import (
 )
 
 // batchCases check WriteBatch on the shared server with one shard and with
-// several (TestWriteBatch) and on a Cluster (TestCluster).
+// several (TestWriteBatch) and on a Cluster (TestCluster). Batches racing
+// on the same lobbies are storetest's BatchConcurrent, which the
+// conformance runs (one shard, several, Cluster) include.
 var batchCases = []struct {
 	name string
 	f    func(t *testing.T, newStore storeFactory)
@@ -26,7 +27,6 @@ var batchCases = []struct {
 	{"InvalidRefusedAlone", testBatchInvalid},
 	{"SameIDInOrder", testBatchSameID},
 	{"DoneContext", testBatchDoneContext},
-	{"ConcurrentOverlapping", testBatchConcurrent},
 	{"Notifies", testBatchNotifies},
 	{"Large", testBatchLarge},
 }
@@ -164,73 +164,6 @@ func testBatchDoneContext(t *testing.T, newStore storeFactory) {
 	}
 	if v := versionOf(t, s, "a"); v != 0 {
 		t.Errorf("a at version %d, want 0", v)
-	}
-}
-
-// testBatchConcurrent: goroutines send batches over the same lobbies in
-// different orders; every outcome is nil or a conflict, and each lobby's
-// version counts exactly its winners, one per version.
-func testBatchConcurrent(t *testing.T, newStore storeFactory) {
-	s := newStore(t)
-	ctx := t.Context()
-	const lobbies, goroutines, rounds = 12, 6, 15
-	ids := make([]string, lobbies)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("lobby-%02d", i)
-	}
-	type key struct {
-		id string
-		v  uint64
-	}
-	var (
-		mu      sync.Mutex
-		winners = map[key]int{}
-		wins    = map[string]uint64{}
-		wg      sync.WaitGroup
-	)
-	for g := range goroutines {
-		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(g), 2))
-			for range rounds {
-				ws := make([]store.Write, 0, lobbies)
-				for _, i := range rng.Perm(lobbies) {
-					rec, err := s.Load(ctx, ids[i])
-					if err != nil && !errors.Is(err, store.ErrNotFound) {
-						t.Error(err)
-						return
-					}
-					w := store.Write{ID: ids[i], Expected: rec.Version, Data: []byte{byte(g)}, Deadline: t0.Add(time.Duration(g) * time.Second)}
-					if rng.IntN(2) == 0 {
-						w.Effects, w.At = []byte{byte(g)}, t0
-					}
-					ws = append(ws, w)
-				}
-				errs := s.WriteBatch(ctx, ws)
-				mu.Lock()
-				for i, err := range errs {
-					switch {
-					case err == nil:
-						winners[key{ws[i].ID, ws[i].Expected}]++
-						wins[ws[i].ID]++
-					case errors.Is(err, store.ErrConflict):
-					default:
-						t.Errorf("write %q expecting %d: %v", ws[i].ID, ws[i].Expected, err)
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for k, n := range winners {
-		if n != 1 {
-			t.Errorf("%q expecting %d committed %d times", k.id, k.v, n)
-		}
-	}
-	for _, id := range ids {
-		if got := versionOf(t, s, id); got != wins[id] {
-			t.Errorf("%q at version %d after %d committed writes", id, got, wins[id])
-		}
 	}
 }
 
