@@ -105,6 +105,8 @@ type simActor struct {
 	done bool
 	// where it is parked: a store call or a wait for a lobby's lock.
 	where string
+	// now is the last reading of a Service clock the actor made.
+	now time.Time
 }
 
 type simCmd struct {
@@ -189,9 +191,13 @@ type simCommit struct {
 	effects []byte // the log entry written with it; nil if none
 	at      time.Time
 	dl      time.Time
-	op      *simOp // the operation whose actor made it
-	cmd     Command
-	own     bool
+	// judgedAt is the writing actor's last clock reading before Write:
+	// the time the attempt that wrote judged its command at (a Service
+	// reads its clock once per attempt). Zero if no actor wrote.
+	judgedAt time.Time
+	op       *simOp // the operation whose actor made it
+	cmd      Command
+	own      bool
 }
 
 type simStore struct {
@@ -254,6 +260,7 @@ func (st *simStore) Load(ctx context.Context, id string) (store.Record, error) {
 	rec, err := st.inner.Load(ctx, id)
 	if op, c := st.top(); op != nil && c.own && (err == nil || errors.Is(err, store.ErrNotFound)) {
 		op.judged = simJudged{ok: true, version: rec.Version, data: rec.Data, found: err == nil}
+		op.wroteLast = false
 	}
 	if f == 2 {
 		return store.Record{}, errInjected
@@ -262,6 +269,10 @@ func (st *simStore) Load(ctx context.Context, id string) (store.Record, error) {
 }
 
 func (st *simStore) Write(ctx context.Context, w store.Write) error {
+	var judgedAt time.Time
+	if a := st.sim.current; a != nil {
+		judgedAt = a.now // before enter lets other actors run
+	}
 	f, err := st.enter(ctx)
 	if err != nil {
 		return err
@@ -273,10 +284,11 @@ func (st *simStore) Write(ctx context.Context, w store.Write) error {
 		return err
 	}
 	op, c := st.top()
-	cm := simCommit{lobby: w.ID, version: w.Expected + 1, data: slices.Clone(w.Data), effects: slices.Clone(w.Effects), at: w.At, dl: w.Deadline, op: op, cmd: c.cmd, own: c.own}
+	cm := simCommit{lobby: w.ID, version: w.Expected + 1, data: slices.Clone(w.Data), effects: slices.Clone(w.Effects), at: w.At, dl: w.Deadline, judgedAt: judgedAt, op: op, cmd: c.cmd, own: c.own}
 	st.commits = append(st.commits, cm)
 	if op != nil && c.own {
 		op.writes = append(op.writes, len(st.commits)-1)
+		op.wroteLast = true
 	}
 	if f == 2 {
 		return errInjected
@@ -398,13 +410,23 @@ func (st *simStore) CommitLog(ctx context.Context, name, id string, after uint64
 // --- Services, clocks, observers ---
 
 // skewClock is the base clock shifted by an offset that the scheduler may
-// change at any time (a skewed or jumping system clock).
+// change at any time (a skewed or jumping system clock). It notes each
+// reading on the actor that made it: the baton makes that safe, since only
+// the running actor (or the scheduler, with none running) reads a clock.
 type skewClock struct {
 	clockwork.Clock
 	offset atomic.Int64
+	sim    *sim
 }
 
-func (c *skewClock) Now() time.Time                  { return c.Clock.Now().Add(time.Duration(c.offset.Load())) }
+func (c *skewClock) Now() time.Time {
+	t := c.Clock.Now().Add(time.Duration(c.offset.Load()))
+	if a := c.sim.current; a != nil {
+		a.now = t
+	}
+	return t
+}
+
 func (c *skewClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *skewClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 
@@ -461,7 +483,7 @@ func (p simPublisher) Publish(ctx context.Context, events []Event) error {
 }
 
 func (s *sim) newService(idx int) *simService {
-	ss := &simService{idx: idx, clock: &skewClock{Clock: s.base}}
+	ss := &simService{idx: idx, clock: &skewClock{Clock: s.base, sim: s}}
 	ss.ctx, ss.kill = context.WithCancel(context.Background())
 	opts := []Option{WithClock(ss.clock), WithPolicy(s.policy), WithObserver(simObserver{s}), WithPublisher(simPublisher{s})}
 	switch s.rng.IntN(3) {
@@ -500,7 +522,12 @@ type simOp struct {
 	res    Result
 	err    error
 	writes []int // own commits, by index
-	judged simJudged
+	// wroteLast: no own Load came after the last own write, so the
+	// transaction's final attempt is the one that wrote. (A write followed
+	// by a conflicting delete is retried on a fresh load, and that attempt
+	// may write nothing.)
+	wroteLast bool
+	judged    simJudged
 	// What the Observer saw of the operation's own transaction.
 	observed        bool
 	obs             Observation
@@ -704,8 +731,8 @@ func (s *sim) check() error {
 				return fmt.Errorf("lobby %s version %d: %v", id, c.version, err)
 			}
 			at := next.Updated
-			if c.own && c.op != nil && c.op.observed && c.op.writes[len(c.op.writes)-1] == ci {
-				at = c.op.obs.At
+			if !c.judgedAt.IsZero() {
+				at = c.judgedAt
 			}
 			want := r.state.Clone()
 			res, err := m.Apply(want, c.cmd, at)
@@ -746,7 +773,7 @@ func (s *sim) check() error {
 			if diff := cmp.Diff(res.Ended, fx.Ended, simCmp); diff != "" {
 				return fmt.Errorf("lobby %s version %d (%v at %v): logged ended connections differ from the Machine's (-machine +log):\n%s", id, c.version, c.cmd.Op, at, diff)
 			}
-			if c.own && c.op != nil && c.op.err == nil && c.op.kind == "cmd" && c.op.writes[len(c.op.writes)-1] == ci {
+			if c.own && c.op != nil && c.op.err == nil && c.op.kind == "cmd" && c.op.wroteLast && c.op.writes[len(c.op.writes)-1] == ci {
 				if diff := cmp.Diff(res, c.op.res, simCmp); diff != "" {
 					return fmt.Errorf("lobby %s: %v's result differs from the Machine's on the version it wrote (-machine +service):\n%s", id, c.cmd.Op, diff)
 				}
@@ -760,7 +787,7 @@ func (s *sim) check() error {
 	// above); results of commands that wrote nothing agree with the Machine
 	// on the version they were judged on.
 	for _, op := range s.ops {
-		if op.kind != "cmd" || len(op.writes) > 0 || !op.observed {
+		if op.kind != "cmd" || (len(op.writes) > 0 && op.wroteLast) || !op.observed {
 			continue
 		}
 		if op.err != nil && !IsRefusal(op.err) {
