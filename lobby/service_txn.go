@@ -148,8 +148,10 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 				return o
 			}
 		} else {
+			lw := s.hub.writing(id, sl.version+1)
 			werr := s.write(ctx, id, sl.version, work, res)
 			if werr != nil {
+				s.hub.wrote(lw, false, 0, nil)
 				sl.state = nil
 				if !errors.Is(werr, store.ErrConflict) {
 					s.log.Warn("lobby write failed", "lobby", id, "op", t.cmd.Op.String(), "err", werr)
@@ -161,7 +163,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 				continue
 			}
 			sl.state, sl.version = work, sl.version+1
-			s.hub.local(id, sl.version, &Effects{Events: res.Events, Ended: res.Ended})
+			s.hub.wrote(lw, true, sl.version, &Effects{Events: res.Events, Ended: res.Ended})
 			o.committed = true
 			o.events = append(o.events, res.Events...)
 			o.deadline = s.deadline(work)

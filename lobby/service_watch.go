@@ -226,11 +226,16 @@ type lobbyWatch struct {
 
 	readMu sync.Mutex // one log read at a time
 
-	mu       sync.Mutex // guards the fields below
-	started  bool       // cursor is set
-	cursor   uint64     // every entry at or below it was handed out
-	known    uint64     // the highest version known to be committed
-	pending  []Change   // this Service's commits above a gap, in order
+	mu      sync.Mutex // guards the fields below
+	started bool       // cursor is set
+	cursor  uint64     // every entry at or below it was handed out
+	known   uint64     // the highest version known to be committed
+	pending []Change   // this Service's commits above a gap, in order
+	// writing is the version this Service's write in flight would make
+	// (0: none); noted is a notification of that version that came
+	// while it was in flight. See writing and wrote.
+	writing  uint64
+	noted    uint64
 	watchers map[*Watcher]struct{}
 }
 
@@ -269,23 +274,57 @@ func (h *watchHub) lookup(id string) *lobbyWatch {
 	return lw
 }
 
-// local hands out a commit of this Service, made at version (the record
-// went from version-1 to version), under the lobby's lock, so that the
-// commits of this Service reach it in version order. If every entry up to
-// version-1 has been handed out, the commit goes out at once; otherwise
-// entries of other processes may come between, and it waits for a read.
-func (h *watchHub) local(id string, version uint64, fx *Effects) {
+// writing is called, under the lobby's lock, before this Service writes
+// version of lobby id. The store's notification of a commit can arrive
+// before the write returns; a notification of exactly this version is then
+// held back until the write's outcome is known (wrote), rather than waking
+// the Watchers for a log read that local would have made needless. It
+// returns the lobby's watch, or nil if nobody in this process watches it.
+func (h *watchHub) writing(id string, version uint64) *lobbyWatch {
 	lw := h.lookup(id)
+	if lw == nil {
+		return nil
+	}
+	lw.mu.Lock()
+	lw.writing, lw.noted = version, 0
+	lw.mu.Unlock()
+	return lw
+}
+
+// wrote ends the write announced by writing (lw may be nil). If it
+// committed, fx holds its effects and local hands them out. If it failed,
+// a notification of its version that came meanwhile was another process's
+// commit, and the Watchers read the log for it.
+func (h *watchHub) wrote(lw *lobbyWatch, committed bool, version uint64, fx *Effects) {
 	if lw == nil {
 		return
 	}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
+	noted := lw.noted
+	lw.writing, lw.noted = 0, 0
+	if committed {
+		h.local(lw, version, fx)
+		return
+	}
+	if noted > lw.cursor && noted > lw.known {
+		lw.known = noted
+		lw.wakeAll()
+	}
+}
+
+// local hands out a commit of this Service, made at version (the record
+// went from version-1 to version), under the lobby's lock, so that the
+// commits of this Service reach it in version order. If every entry up to
+// version-1 has been handed out, the commit goes out at once; otherwise
+// entries of other processes may come between, and it waits for a read.
+// lw.mu is held.
+func (h *watchHub) local(lw *lobbyWatch, version uint64, fx *Effects) {
 	if !lw.started || version <= lw.cursor {
 		return
 	}
 	lw.known = max(lw.known, version)
-	u := Change{Lobby: id, Version: version, Events: fx.Events, Ended: fx.Ended}
+	u := Change{Lobby: lw.id, Version: version, Events: fx.Events, Ended: fx.Ended}
 	if len(lw.pending) == 0 && version == lw.cursor+1 {
 		lw.cursor = version
 		if !fx.Empty() {
@@ -312,6 +351,10 @@ func (h *watchHub) remote(id string, version uint64) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if !lw.started || version <= lw.cursor || version <= lw.known {
+		return
+	}
+	if version == lw.writing {
+		lw.noted = version // probably this Service's own: see writing
 		return
 	}
 	lw.known = version
