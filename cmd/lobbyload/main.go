@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -47,9 +48,21 @@ func run(args []string) error {
 	seed := fs.Uint64("seed", 0, "random seed (default: random)")
 	jsonOut := fs.String("json", "", "also write the report as JSON to this file (- for stdout)")
 	strict := fs.Bool("strict", false, "exit 1 unless every change reached every watcher without gaps or duplicates (failover: every room failed over rightly)")
+	cpuProfile := fs.String("cpuprofile", "", "write lobbyload's own CPU profile to this file (to see whether the tool, not the server, limits a run)")
 	fo := failoverFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	var bases []string
 	for _, s := range strings.Split(*servers, ",") {
