@@ -90,6 +90,16 @@ type memberState struct {
 	Status  string `json:"status"`
 }
 
+// online reports whether user is a member of s with status "online".
+func (s fullState) online(user string) bool {
+	for _, m := range s.Members {
+		if m.UserID == user {
+			return m.Status == "online"
+		}
+	}
+	return false
+}
+
 func (s fullState) host() string {
 	if s.HostID == nil {
 		return ""
@@ -123,13 +133,16 @@ type foRoom struct {
 	tcpDrop bool // its host is dropped without a close frame
 	players []*foPlayer
 
-	mu         sync.Mutex
-	broken     bool // a join failed, or no full membership or host: left out of the failover
-	latest     fullState
-	oldHost    string // set just before the host's close
-	successor  string
-	closedAt   time.Time
-	failedAt   time.Time // first arrival of a new host on a remaining socket
+	mu        sync.Mutex
+	broken    bool // a join failed, or no full membership or host: left out of the failover
+	latest    fullState
+	oldHost   string // set just before the host's close
+	successor string
+	closedAt  time.Time
+	failedAt  time.Time // first arrival of a new host on a remaining socket
+	// noticedAt: first arrival, on a remaining socket, of a state showing
+	// the old host no longer online (the server's disconnect commit).
+	noticedAt  time.Time
 	newHost    string
 	failedOver chan struct{}
 	seen       map[*foPlayer]uint64 // newest revision each socket received
@@ -144,7 +157,13 @@ func (r *foRoom) observe(p *foPlayer, s fullState, at time.Time) {
 	}
 	r.seen[p] = s.Version
 	h := s.host()
-	if r.oldHost != "" && p.user != r.oldHost && r.failedAt.IsZero() && h != "" && h != r.oldHost {
+	if r.oldHost == "" || p.user == r.oldHost {
+		return
+	}
+	if r.noticedAt.IsZero() && !s.online(r.oldHost) {
+		r.noticedAt = at
+	}
+	if r.failedAt.IsZero() && h != "" && h != r.oldHost {
 		r.failedAt, r.newHost = at, h
 		close(r.failedOver)
 	}

@@ -64,12 +64,20 @@ type FailoverReport struct {
 
 // FailoverSummary is the failover of the rooms whose host closed one way.
 // Delay is from the host's close plus the grace to the first arrival, on a
-// remaining socket, of a state naming a new host.
+// remaining socket, of a state naming a new host. It splits in two at the
+// first arrival of a state showing the old host no longer online: Noticed
+// is from the close to then (the server noticing the close, committing
+// the disconnect and delivering it), Expiry from then plus the grace to
+// the new host (the lease timer's lateness, the expiry's commit and its
+// delivery). A server that hands the host on without first showing the
+// host offline has no Noticed or Expiry samples for that room.
 type FailoverSummary struct {
 	Rooms      int            `json:"rooms"`
 	FailedOver int            `json:"failedOver"`
 	NoFailover int            `json:"noFailover"` // none within the timeout
 	Delay      LatencySummary `json:"delay"`
+	Noticed    LatencySummary `json:"noticed"`
+	Expiry     LatencySummary `json:"expiry"`
 }
 
 // Series are the raw figures behind the plots, in milliseconds, ascending.
@@ -92,6 +100,7 @@ func (r *FailoverReport) OK() bool {
 // tally fills the report from the rooms once every reader has ended.
 func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom) {
 	var join, upgrade, hs, tcp []time.Duration
+	var noticed, expiry [2][]time.Duration // by handshake (0) and TCP drop (1)
 	var done []time.Time
 	var first time.Time
 	for _, r := range rooms {
@@ -111,9 +120,9 @@ func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom) {
 			rep.RoomsLeftOut++
 			continue
 		}
-		sum, delays := &rep.Handshake, &hs
+		sum, delays, way := &rep.Handshake, &hs, 0
 		if r.tcpDrop {
-			sum, delays = &rep.TCPDrop, &tcp
+			sum, delays, way = &rep.TCPDrop, &tcp, 1
 		}
 		sum.Rooms++
 		if r.failedAt.IsZero() {
@@ -123,6 +132,10 @@ func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom) {
 		}
 		sum.FailedOver++
 		*delays = append(*delays, r.failedAt.Sub(r.closedAt.Add(cfg.Grace)))
+		if !r.noticedAt.IsZero() && r.noticedAt.Before(r.failedAt) {
+			noticed[way] = append(noticed[way], r.noticedAt.Sub(r.closedAt))
+			expiry[way] = append(expiry[way], r.failedAt.Sub(r.noticedAt.Add(cfg.Grace)))
+		}
 		if r.newHost != r.successor {
 			rep.WrongSuccessors++
 			rep.sample("%s: new host %s, want %s (lowest joinSeq)", r.id, r.newHost, r.successor)
@@ -138,6 +151,8 @@ func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom) {
 	}
 	rep.Join, rep.Upgrade = summarize(join), summarize(upgrade)
 	rep.Handshake.Delay, rep.TCPDrop.Delay = summarize(hs), summarize(tcp)
+	rep.Handshake.Noticed, rep.TCPDrop.Noticed = summarize(noticed[0]), summarize(noticed[1])
+	rep.Handshake.Expiry, rep.TCPDrop.Expiry = summarize(expiry[0]), summarize(expiry[1])
 	rep.Series = Series{JoinMs: sortedMs(join), UpgradeMs: sortedMs(upgrade),
 		FailoverHandshakeMs: sortedMs(hs), FailoverTCPDropMs: sortedMs(tcp),
 		JoinsPer100ms: perInterval(done, first, 100*time.Millisecond)}
@@ -203,6 +218,10 @@ func (r *FailoverReport) WriteText(w io.Writer) {
 	row("upgrade", r.Upgrade, "")
 	row("failover after grace, close handshake", r.Handshake.Delay, fmt.Sprint(r.Handshake.NoFailover))
 	row("failover after grace, TCP drop", r.TCPDrop.Delay, fmt.Sprint(r.TCPDrop.NoFailover))
+	row("  of which: close to host shown offline, handshake", r.Handshake.Noticed, "")
+	row("  then to new host, after the grace, handshake", r.Handshake.Expiry, "")
+	row("  of which: close to host shown offline, TCP drop", r.TCPDrop.Noticed, "")
+	row("  then to new host, after the grace, TCP drop", r.TCPDrop.Expiry, "")
 	tw.Flush()
 	fmt.Fprintf(w, "hosts closed in %.2fs; CPU seconds used by lobbyload / the server: joins %.2f / %.2f over %.2fs, failover %.2f / %.2f over %.2fs\n",
 		r.CloseSeconds, r.JoinPhase.ToolCPUSeconds, r.JoinPhase.ServerCPUSeconds, r.JoinPhase.WallSeconds,

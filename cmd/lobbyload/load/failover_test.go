@@ -46,6 +46,10 @@ func runFailover(t *testing.T, base string, pid int) *FailoverReport {
 		if s.Rooms != 10 || s.FailedOver != 10 || s.NoFailover != 0 || s.Delay.Count != 10 {
 			t.Errorf("%s rooms: %+v, want all 10 failed over", name, s)
 		}
+		// Both servers show the host reconnecting before handing its role on.
+		if s.Noticed.Count != 10 || s.Expiry.Count != 10 || s.Noticed.P50Ms < 0 {
+			t.Errorf("%s rooms: close to host offline %+v, then to new host %+v; want 10 samples each, the first not negative", name, s.Noticed, s.Expiry)
+		}
 	}
 	if rep.WrongSuccessors != 0 || rep.SplitBrain != 0 || rep.OutOfOrder != 0 || rep.Duplicates != 0 {
 		t.Errorf("wrong successors %d, split-brain %d, out of order %d, duplicates %d; want none (%v)",

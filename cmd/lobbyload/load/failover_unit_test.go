@@ -72,3 +72,31 @@ func TestPerIntervalAndCDF(t *testing.T) {
 		t.Errorf("cdf of %d values: %d points ending at %v", len(big), len(pts), pts[len(pts)-1])
 	}
 }
+
+// The failover delay splits at the first state a remaining socket gets
+// that shows the old host offline: close → that state, and that state plus
+// the grace → the new host. States the old host's own socket gets, and
+// states from before the close, do not count.
+func TestFailoverSplitsAtHostOffline(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	grace := 200 * time.Millisecond
+	a, b := &foPlayer{user: "a", hostAt: map[uint64]string{}}, &foPlayer{user: "b", hostAt: map[uint64]string{}}
+	r := &foRoom{id: "r", players: []*foPlayer{a, b}, seen: map[*foPlayer]uint64{}, failedOver: make(chan struct{}), successor: "b"}
+	members := func(aStatus string) []memberState {
+		return []memberState{{UserID: "a", JoinSeq: 1, Status: aStatus}, {UserID: "b", JoinSeq: 2, Status: "online"}}
+	}
+	r.observe(b, fullState{Version: 2, HostID: str("a"), Members: members("reconnecting")}, t0) // before the close
+	r.oldHost, r.closedAt = "a", t0.Add(time.Millisecond)
+	r.observe(a, fullState{Version: 3, HostID: str("a"), Members: members("reconnecting")}, t0.Add(2*time.Millisecond)) // the old host's own socket
+	r.observe(b, fullState{Version: 3, HostID: str("a"), Members: members("reconnecting")}, t0.Add(5*time.Millisecond))
+	r.observe(b, fullState{Version: 4, HostID: str("b"), Members: members("gone")[1:]}, t0.Add(5*time.Millisecond+grace+3*time.Millisecond))
+	if !r.noticedAt.Equal(t0.Add(5*time.Millisecond)) || r.newHost != "b" {
+		t.Fatalf("noticed at %v, new host %q; want t0+5ms, b", r.noticedAt.Sub(t0), r.newHost)
+	}
+	rep := &FailoverReport{}
+	tally(rep, FailoverConfig{Grace: grace}, []*foRoom{r})
+	hs := rep.Handshake
+	if hs.FailedOver != 1 || hs.Delay.P50Ms != 7 || hs.Noticed.P50Ms != 4 || hs.Expiry.P50Ms != 3 {
+		t.Fatalf("handshake summary %+v; want delay 7 ms = noticed 4 ms + expiry 3 ms after the grace", hs)
+	}
+}

@@ -44,6 +44,8 @@ Alternate rooms close their host with a WebSocket close handshake or drop its TC
 <tr><td>upgrade latency p50 / p99 / max</td><td>{{printf "%.1f / %.1f / %.1f" .R.Upgrade.P50Ms .R.Upgrade.P99Ms .R.Upgrade.MaxMs}} ms</td></tr>
 {{with .R.Handshake}}<tr><td>failover after the grace, close handshake: p50 / p99 / max ({{.FailedOver}} of {{.Rooms}} rooms; none: {{.NoFailover}})</td><td>{{printf "%.1f / %.1f / %.1f" .Delay.P50Ms .Delay.P99Ms .Delay.MaxMs}} ms</td></tr>{{end}}
 {{with .R.TCPDrop}}<tr><td>failover after the grace, TCP drop: p50 / p99 / max ({{.FailedOver}} of {{.Rooms}} rooms; none: {{.NoFailover}})</td><td>{{printf "%.1f / %.1f / %.1f" .Delay.P50Ms .Delay.P99Ms .Delay.MaxMs}} ms</td></tr>{{end}}
+{{with .R.Handshake}}<tr><td>of which, close handshake: close to host shown offline; then to the new host, after the grace (p50 / p99)</td><td>{{printf "%.1f / %.1f" .Noticed.P50Ms .Noticed.P99Ms}} ms; {{printf "%.1f / %.1f" .Expiry.P50Ms .Expiry.P99Ms}} ms</td></tr>{{end}}
+{{with .R.TCPDrop}}<tr><td>of which, TCP drop: close to host shown offline; then to the new host, after the grace (p50 / p99)</td><td>{{printf "%.1f / %.1f" .Noticed.P50Ms .Noticed.P99Ms}} ms; {{printf "%.1f / %.1f" .Expiry.P50Ms .Expiry.P99Ms}} ms</td></tr>{{end}}
 <tr><td>wrong successors / split-brain rooms</td><td>{{.R.WrongSuccessors}} / {{.R.SplitBrain}}</td></tr>
 <tr><td>out-of-order / duplicate revisions</td><td>{{.R.OutOfOrder}} / {{.R.Duplicates}}</td></tr>
 <tr><td>hosts closed in</td><td>{{printf "%.2f" .R.CloseSeconds}} s</td></tr>
