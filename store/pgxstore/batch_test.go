@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lobbyhost/lobbyhost/internal/adaptertest"
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
@@ -38,31 +39,6 @@ func versionOf(t *testing.T, s *Store, id string) uint64 {
 	return rec.Version
 }
 
-// checkErrs compares outcomes by class: nil, ErrConflict, ErrInvalid, or
-// (for "other") an error that is neither.
-func checkErrs(t *testing.T, got []error, want []string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("WriteBatch returned %d outcomes for %d writes", len(got), len(want))
-	}
-	for i, err := range got {
-		var class string
-		switch {
-		case err == nil:
-			class = "ok"
-		case errors.Is(err, store.ErrConflict):
-			class = "conflict"
-		case errors.Is(err, store.ErrInvalid):
-			class = "invalid"
-		default:
-			class = "other"
-		}
-		if class != want[i] {
-			t.Errorf("outcome %d = %v (%s), want %s", i, err, class, want[i])
-		}
-	}
-}
-
 // TestWriteBatchConflictIsolation: one stale write in a batch conflicts
 // alone; the others, given out of ID order, commit, and each outcome lands
 // at its write's index (not at its place in the sorted pipeline).
@@ -80,7 +56,7 @@ func TestWriteBatchConflictIsolation(t *testing.T) {
 		{ID: "0new", Expected: 0, Data: []byte("m1"), Effects: []byte("e"), At: batchBase},
 		{ID: "b", Expected: 1, Data: []byte("stale")}, // conflict: the b above made it 2
 	}
-	checkErrs(t, s.WriteBatch(ctx, ws), []string{"ok", "conflict", "ok", "ok", "ok", "conflict"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "conflict", "ok", "ok", "ok", "conflict"})
 	for id, want := range map[string]string{"a": "a1", "b": "b2", "c": "c2", "new": "n1", "0new": "m1"} {
 		rec, err := s.Load(ctx, id)
 		if err != nil || string(rec.Data) != want {
@@ -108,7 +84,7 @@ func TestWriteBatchInvalidRefusedAlone(t *testing.T) {
 		{ID: strings.Repeat("k", maxKeyLen+1)},
 		{ID: "ok2", Effects: []byte("e")},
 	}
-	checkErrs(t, s.WriteBatch(ctx, ws), []string{"ok", "invalid", "invalid", "invalid", "invalid", "ok"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "invalid", "invalid", "invalid", "invalid", "ok"})
 	for id, want := range map[string]uint64{"ok1": 1, "ok2": 1, "max": 0, "far": 0} {
 		if got := versionOf(t, s, id); got != want {
 			t.Errorf("version of %q = %d, want %d", id, got, want)
@@ -130,7 +106,7 @@ func TestWriteBatchSameIDInOrder(t *testing.T) {
 		{ID: "x", Expected: 2, Data: []byte("late")},
 		{ID: "x", Expected: 3, Data: []byte("x4"), Effects: []byte("e4"), At: batchBase},
 	}
-	checkErrs(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok", "conflict", "ok"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok", "conflict", "ok"})
 	rec, err := s.Load(ctx, "x")
 	if err != nil || rec.Version != 4 || string(rec.Data) != "x4" {
 		t.Fatalf("Load(x) = %+v, %v; want version 4 with x4", rec, err)
@@ -233,7 +209,7 @@ func TestWriteBatchContext(t *testing.T) {
 	waitForLockWaiters(t, s, 1)
 	cancelMid()
 	errs := <-res
-	checkErrs(t, errs, []string{"other", "other"})
+	adaptertest.CheckOutcomes(t, errs, []string{"other", "other"})
 	for i, err := range errs {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled in flight: outcome %d = %v, want it to match context.Canceled", i, err)
@@ -262,7 +238,7 @@ func TestWriteBatchRollbackFallsBack(t *testing.T) {
 		{ID: "a", Expected: 1},
 	}
 	errs := s.WriteBatch(ctx, ws)
-	checkErrs(t, errs, []string{"ok", "other", "ok"})
+	adaptertest.CheckOutcomes(t, errs, []string{"ok", "other", "ok"})
 	var pe *pgconn.PgError
 	if !errors.As(errs[1], &pe) || pe.Code != "23505" {
 		t.Errorf("b: %v, want the unique violation", errs[1])
@@ -369,7 +345,7 @@ func TestWriteBatchNotifies(t *testing.T) {
 		{ID: "n1", Expected: 1, Effects: []byte("e")},
 		{ID: "n3", Effects: []byte("e")},
 	}
-	checkErrs(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok"})
 	want := map[store.Change]bool{{Lobby: "n1", Version: 2}: true, {Lobby: "n2", Version: 1}: true, {Lobby: "n3", Version: 1}: true}
 	timeout := time.After(10 * time.Second)
 	for len(want) > 0 {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/lobbyhost/lobbyhost/internal/adaptertest"
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
@@ -203,7 +204,6 @@ func BenchmarkWriteBatchBurst(b *testing.B) {
 	const burst = 2000
 	pool := benchPool(b, 8)
 	s := newTestStoreOn(b, pool)
-	ctx := context.Background()
 	data := bytes.Repeat([]byte{'x'}, 200)
 	effects := bytes.Repeat([]byte{'e'}, 100)
 	base := time.Unix(1_800_000_000, 0)
@@ -211,20 +211,7 @@ func BenchmarkWriteBatchBurst(b *testing.B) {
 	for i := range ws {
 		ws[i] = store.Write{ID: fmt.Sprintf("lobby-%d", i), Data: data, At: base, Effects: effects}
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		for k, err := range s.WriteBatch(ctx, ws) {
-			if err != nil {
-				b.Fatalf("write %d: %v", k, err)
-			}
-			ws[k].Expected++
-		}
-	}
-	elapsed := time.Since(start)
-	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/burst")
-	b.ReportMetric(float64(b.N*burst)/elapsed.Seconds(), "writes/s")
+	adaptertest.BenchBurst(b, s, ws)
 }
 
 // seedBenchLobbies inserts benchLobbies lobbies at version 1, each with

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/lobbyhost/lobbyhost/internal/adaptertest"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/redisstore"
 )
@@ -45,31 +46,6 @@ func TestWriteBatch(t *testing.T) {
 	}
 }
 
-// checkErrs compares outcomes by class: ok, conflict, invalid, or other (an
-// error that is neither).
-func checkErrs(t *testing.T, got []error, want []string) {
-	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("WriteBatch returned %d outcomes for %d writes", len(got), len(want))
-	}
-	for i, err := range got {
-		var class string
-		switch {
-		case err == nil:
-			class = "ok"
-		case errors.Is(err, store.ErrConflict):
-			class = "conflict"
-		case errors.Is(err, store.ErrInvalid):
-			class = "invalid"
-		default:
-			class = "other"
-		}
-		if class != want[i] {
-			t.Errorf("outcome %d = %v (%s), want %s", i, err, class, want[i])
-		}
-	}
-}
-
 func versionOf(t *testing.T, s store.Store, id string) uint64 {
 	t.Helper()
 	rec, err := s.Load(t.Context(), id)
@@ -94,7 +70,7 @@ func testBatchConflictIsolation(t *testing.T, newStore storeFactory) {
 		{ID: "new", Expected: 0, Data: []byte("n1")},
 		{ID: "b", Expected: 1, Data: []byte("stale")},
 	}
-	checkErrs(t, s.WriteBatch(ctx, ws), []string{"ok", "conflict", "ok", "ok", "conflict"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "conflict", "ok", "ok", "conflict"})
 	for id, want := range map[string]string{"a": "a1", "b": "b2", "c": "c2", "new": "n1"} {
 		rec, err := s.Load(ctx, id)
 		if err != nil || string(rec.Data) != want {
@@ -119,7 +95,7 @@ func testBatchInvalid(t *testing.T, newStore storeFactory) {
 		{ID: "max", Expected: math.MaxUint64},
 		{ID: "ok2", Effects: []byte("e"), At: t0},
 	}
-	checkErrs(t, s.WriteBatch(t.Context(), ws), []string{"ok", "invalid", "invalid", "ok"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(t.Context(), ws), []string{"ok", "invalid", "invalid", "ok"})
 	for id, want := range map[string]uint64{"ok1": 1, "ok2": 1, "max": 0} {
 		if got := versionOf(t, s, id); got != want {
 			t.Errorf("version of %q = %d, want %d", id, got, want)
@@ -140,7 +116,7 @@ func testBatchSameID(t *testing.T, newStore storeFactory) {
 		{ID: "x", Expected: 2, Data: []byte("late")},
 		{ID: "x", Expected: 3, Data: []byte("x4"), Effects: []byte("e4"), At: t0},
 	}
-	checkErrs(t, s.WriteBatch(t.Context(), ws), []string{"ok", "ok", "ok", "ok", "ok", "conflict", "ok"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(t.Context(), ws), []string{"ok", "ok", "ok", "ok", "ok", "conflict", "ok"})
 	rec, err := s.Load(t.Context(), "x")
 	if err != nil || rec.Version != 4 || string(rec.Data) != "x4" {
 		t.Fatalf("Load(x) = %+v, %v; want version 4 with x4", rec, err)
@@ -184,7 +160,7 @@ func testBatchNotifies(t *testing.T, newStore storeFactory) {
 		{ID: "n1", Expected: 1, Effects: []byte("e"), At: t0},
 		{ID: "n3", Effects: []byte("e"), At: t0},
 	}
-	checkErrs(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok"})
 	want := map[store.Change]bool{{Lobby: "n1", Version: 2}: true, {Lobby: "n2", Version: 1}: true, {Lobby: "n3", Version: 1}: true}
 	timeout := time.After(10 * time.Second)
 	for len(want) > 0 {
@@ -309,7 +285,7 @@ func TestWriteBatchNoScript(t *testing.T) {
 		{ID: "x", Expected: 1, Data: []byte("x2"), Effects: []byte("e"), At: t0},
 		{ID: "y", Expected: 1, Data: []byte("stale")},
 	}
-	checkErrs(t, s.WriteBatch(t.Context(), ws), []string{"ok", "ok", "ok", "conflict"})
+	adaptertest.CheckOutcomes(t, s.WriteBatch(t.Context(), ws), []string{"ok", "ok", "ok", "conflict"})
 	if rec, err := s.Load(t.Context(), "x"); err != nil || rec.Version != 2 || string(rec.Data) != "x2" {
 		t.Errorf("Load(x) = %+v, %v; want version 2 with x2", rec, err)
 	}
@@ -341,7 +317,7 @@ func TestWriteBatchCancelledInFlight(t *testing.T) {
 	}
 	t.Cleanup(func() { purge(t, cc.Client, prefix) })
 	errs := s.WriteBatch(ctx, []store.Write{{ID: "a"}, {}, {ID: "b", Effects: []byte("e")}})
-	checkErrs(t, errs, []string{"other", "invalid", "other"})
+	adaptertest.CheckOutcomes(t, errs, []string{"other", "invalid", "other"})
 	for _, i := range []int{0, 2} {
 		if !errors.Is(errs[i], context.Canceled) {
 			t.Errorf("outcome %d = %v, want it to match context.Canceled", i, errs[i])

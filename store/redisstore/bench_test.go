@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/internal/adaptertest"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/redisstore"
 )
@@ -236,19 +237,5 @@ func BenchmarkWriteBatchBurst(b *testing.B) {
 	for i := range ws {
 		ws[i] = store.Write{ID: "burst-" + strconv.Itoa(i), Data: data, At: t0, Effects: data}
 	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for range b.N {
-		for k, err := range s.WriteBatch(ctx, ws) {
-			if err != nil {
-				b.Fatalf("write %d: %v", k, err)
-			}
-			ws[k].Expected++
-		}
-	}
-	elapsed := time.Since(start)
-	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/burst")
-	b.ReportMetric(float64(b.N*burst)/elapsed.Seconds(), "writes/s")
+	adaptertest.BenchBurst(b, s, ws)
 }
