@@ -6,6 +6,8 @@ package adaptertest
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -61,4 +63,47 @@ func BenchBurst(b *testing.B, s store.BatchWriter, ws []store.Write) {
 	elapsed := time.Since(start)
 	b.ReportMetric(float64(elapsed.Milliseconds())/float64(b.N), "ms/burst")
 	b.ReportMetric(float64(b.N*len(ws))/elapsed.Seconds(), "writes/s")
+}
+
+// BenchClients runs a write benchmark from clients concurrent goroutines
+// that claim the b.N writes size at a time. Client c (0 <= c < clients)
+// calls newClient(c) once, after the timer starts, for its step, then
+// step(n) for each claim until a claim starts at or past b.N; n counts the
+// writes all clients have claimed, this claim included. A step makes the
+// size writes it claimed. The first error a step returns stops its client
+// and fails the benchmark as "op: error". BenchClients reports allocations
+// and writes/s: the writes the steps made (whole claims, so b.N when size
+// is 1) over the wall time of the run.
+func BenchClients(b *testing.B, clients, size int, op string, newClient func(c int) (step func(n int64) error)) {
+	var (
+		claimed atomic.Int64
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		first   error
+	)
+	b.ReportAllocs()
+	b.ResetTimer()
+	start := time.Now()
+	for c := range clients {
+		wg.Go(func() {
+			step := newClient(c)
+			for n := claimed.Add(int64(size)); n-int64(size) < int64(b.N); n = claimed.Add(int64(size)) {
+				if err := step(n); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if first != nil {
+		b.Fatalf("%s: %v", op, first)
+	}
+	b.ReportMetric(float64(claimed.Load()-int64(clients*size))/elapsed.Seconds(), "writes/s")
 }

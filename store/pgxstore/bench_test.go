@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -58,46 +56,28 @@ func benchWrites(b *testing.B, clients int, effects []byte, consumers int) {
 		}
 	}
 	data, base, ids, versions := seedBenchLobbies(b, s)
-
-	var (
-		done   atomic.Int64
-		failed atomic.Pointer[error]
-		wg     sync.WaitGroup
-	)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for c := range clients {
-		wg.Go(func() {
-			// Client c owns lobbies c, c+clients, c+2*clients, ...
-			j := c
-			for n := done.Add(1); n <= int64(b.N); n = done.Add(1) {
-				w := store.Write{
-					ID:       ids[j],
-					Expected: versions[j],
-					Data:     data,
-					Deadline: base.Add(time.Duration(n) * time.Millisecond),
-					At:       base,
-					Effects:  effects,
-				}
-				if err := s.Write(ctx, w); err != nil {
-					failed.CompareAndSwap(nil, &err)
-					return
-				}
-				versions[j]++
-				if j += clients; j >= benchLobbies {
-					j = c
-				}
+	adaptertest.BenchClients(b, clients, 1, "Write", func(c int) func(int64) error {
+		// Client c owns lobbies c, c+clients, c+2*clients, ...
+		j := c
+		return func(n int64) error {
+			w := store.Write{
+				ID:       ids[j],
+				Expected: versions[j],
+				Data:     data,
+				Deadline: base.Add(time.Duration(n) * time.Millisecond),
+				At:       base,
+				Effects:  effects,
 			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatalf("Write: %v", *err)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+			if err := s.Write(ctx, w); err != nil {
+				return err
+			}
+			versions[j]++
+			if j += clients; j >= benchLobbies {
+				j = c
+			}
+			return nil
+		}
+	})
 }
 
 // benchPool returns a pool of its own for a benchmark, with the server's
@@ -148,52 +128,35 @@ func benchBatch(b *testing.B, clients, size int, effects []byte) {
 	s := newTestStoreOn(b, pool)
 	ctx := context.Background()
 	data, base, ids, versions := seedBenchLobbies(b, s)
-	var (
-		done   atomic.Int64
-		failed atomic.Pointer[error]
-		wg     sync.WaitGroup
-	)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for c := range clients {
-		wg.Go(func() {
-			// Client c owns lobbies c, c+clients, c+2*clients, ...
-			j := c
-			ws := make([]store.Write, size)
-			idx := make([]int, size)
-			for n := done.Add(int64(size)); n-int64(size) < int64(b.N); n = done.Add(int64(size)) {
-				for k := range ws {
-					idx[k] = j
-					ws[k] = store.Write{
-						ID:       ids[j],
-						Expected: versions[j],
-						Data:     data,
-						Deadline: base.Add(time.Duration(n) * time.Millisecond),
-						At:       base,
-						Effects:  effects,
-					}
-					if j += clients; j >= benchLobbies {
-						j = c
-					}
+	adaptertest.BenchClients(b, clients, size, "WriteBatch", func(c int) func(int64) error {
+		// Client c owns lobbies c, c+clients, c+2*clients, ...
+		j := c
+		ws := make([]store.Write, size)
+		idx := make([]int, size)
+		return func(n int64) error {
+			for k := range ws {
+				idx[k] = j
+				ws[k] = store.Write{
+					ID:       ids[j],
+					Expected: versions[j],
+					Data:     data,
+					Deadline: base.Add(time.Duration(n) * time.Millisecond),
+					At:       base,
+					Effects:  effects,
 				}
-				for k, err := range s.WriteBatch(ctx, ws) {
-					if err != nil {
-						failed.CompareAndSwap(nil, &err)
-						return
-					}
-					versions[idx[k]]++
+				if j += clients; j >= benchLobbies {
+					j = c
 				}
 			}
-		})
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if err := failed.Load(); err != nil {
-		b.Fatalf("WriteBatch: %v", *err)
-	}
-	b.ReportMetric(float64(done.Load()-int64(clients*size))/elapsed.Seconds(), "writes/s")
+			for k, err := range s.WriteBatch(ctx, ws) {
+				if err != nil {
+					return err
+				}
+				versions[idx[k]]++
+			}
+			return nil
+		}
+	})
 }
 
 // BenchmarkWriteBatchBurst measures one WriteBatch of 2,000 writes with a

@@ -40,53 +40,35 @@ func BenchmarkWrite(b *testing.B) {
 
 func benchWrite(b *testing.B, clients int, withEvents bool) {
 	s := newBenchStore(b)
+	data := benchData()
+	ctx := context.Background()
+	adaptertest.BenchClients(b, clients, 1, "Write", func(g int) func(int64) error {
+		var version uint64
+		w := store.Write{ID: "bench-" + strconv.Itoa(g), Data: data}
+		return func(int64) error {
+			w.Expected = version
+			w.Deadline = t0.Add(time.Duration(version) * time.Millisecond)
+			if withEvents {
+				w.At = w.Deadline
+				w.Effects = data
+			}
+			if err := s.Write(ctx, w); err != nil {
+				return err
+			}
+			version++
+			return nil
+		}
+	})
+}
+
+// benchData returns the 256 bytes the write benchmarks store in a record
+// and, with events, in its log entry.
+func benchData() []byte {
 	data := make([]byte, 256)
 	for i := range data {
 		data[i] = byte('a' + i%26)
 	}
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for g := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			id := "bench-" + strconv.Itoa(g)
-			var version uint64
-			w := store.Write{ID: id, Data: data}
-			for next.Add(1) <= int64(b.N) {
-				w.Expected = version
-				w.Deadline = t0.Add(time.Duration(version) * time.Millisecond)
-				if withEvents {
-					w.At = w.Deadline
-					w.Effects = data
-				}
-				if err := s.Write(ctx, w); err != nil {
-					errMu.Lock()
-					if first == nil {
-						first = err
-					}
-					errMu.Unlock()
-					return
-				}
-				version++
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if first != nil {
-		b.Fatalf("Write: %v", first)
-	}
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+	return data
 }
 
 // BenchmarkLoad measures single-lobby reads with c goroutines, for
@@ -167,59 +149,32 @@ func BenchmarkWriteBatch(b *testing.B) {
 
 func benchBatch(b *testing.B, clients, size int, withEvents bool) {
 	s := newBenchStore(b)
-	data := make([]byte, 256)
-	for i := range data {
-		data[i] = byte('a' + i%26)
-	}
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
-	)
+	data := benchData()
 	ctx := context.Background()
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := time.Now()
-	for g := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			versions := make([]uint64, size)
-			ws := make([]store.Write, size)
+	adaptertest.BenchClients(b, clients, size, "WriteBatch", func(g int) func(int64) error {
+		versions := make([]uint64, size)
+		ws := make([]store.Write, size)
+		for k := range ws {
+			ws[k] = store.Write{ID: "bench-" + strconv.Itoa(g) + "-" + strconv.Itoa(k), Data: data}
+		}
+		return func(int64) error {
 			for k := range ws {
-				ws[k] = store.Write{ID: "bench-" + strconv.Itoa(g) + "-" + strconv.Itoa(k), Data: data}
-			}
-			for n := next.Add(int64(size)); n-int64(size) < int64(b.N); n = next.Add(int64(size)) {
-				for k := range ws {
-					ws[k].Expected = versions[k]
-					ws[k].Deadline = t0.Add(time.Duration(versions[k]) * time.Millisecond)
-					if withEvents {
-						ws[k].At = ws[k].Deadline
-						ws[k].Effects = data
-					}
-				}
-				for k, err := range s.WriteBatch(ctx, ws) {
-					if err != nil {
-						errMu.Lock()
-						if first == nil {
-							first = err
-						}
-						errMu.Unlock()
-						return
-					}
-					versions[k]++
+				ws[k].Expected = versions[k]
+				ws[k].Deadline = t0.Add(time.Duration(versions[k]) * time.Millisecond)
+				if withEvents {
+					ws[k].At = ws[k].Deadline
+					ws[k].Effects = data
 				}
 			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	b.StopTimer()
-	if first != nil {
-		b.Fatalf("WriteBatch: %v", first)
-	}
-	b.ReportMetric(float64(next.Load()-int64(clients*size))/elapsed.Seconds(), "writes/s")
+			for k, err := range s.WriteBatch(ctx, ws) {
+				if err != nil {
+					return err
+				}
+				versions[k]++
+			}
+			return nil
+		}
+	})
 }
 
 // BenchmarkWriteBatchBurst measures one WriteBatch of 2,000 writes with a
@@ -229,10 +184,7 @@ func benchBatch(b *testing.B, clients, size int, withEvents bool) {
 func BenchmarkWriteBatchBurst(b *testing.B) {
 	const burst = 2000
 	s := newBenchStore(b)
-	data := make([]byte, 256)
-	for i := range data {
-		data[i] = byte('a' + i%26)
-	}
+	data := benchData()
 	ws := make([]store.Write, burst)
 	for i := range ws {
 		ws[i] = store.Write{ID: "burst-" + strconv.Itoa(i), Data: data, At: t0, Effects: data}
