@@ -107,3 +107,51 @@ func BenchClients(b *testing.B, clients, size int, op string, newClient func(c i
 	}
 	b.ReportMetric(float64(claimed.Load()-int64(clients*size))/elapsed.Seconds(), "writes/s")
 }
+
+// BatchNotifier is a store whose batches and notifications CheckBatchNotifies
+// checks.
+type BatchNotifier interface {
+	store.BatchWriter
+	store.Notifier
+}
+
+// CheckBatchNotifies writes one batch to s (two lobbies written once, one
+// twice, one without an effects entry) and checks that a subscriber taken
+// before it hears a Change for each lobby's last version with an entry
+// within 10 s, and none for the write without an entry: the adapters of
+// this repository notify only writes with an entry, stricter than the
+// Store contract (storetest allows the others).
+func CheckBatchNotifies(t testing.TB, ctx context.Context, s BatchNotifier, at time.Time) {
+	t.Helper()
+	feed, err := s.Subscribe(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ws := []store.Write{
+		{ID: "n2", Effects: []byte("e"), At: at},
+		{ID: "n1", Effects: []byte("e"), At: at},
+		{ID: "quiet"},
+		{ID: "n1", Expected: 1, Effects: []byte("e"), At: at},
+		{ID: "n3", Effects: []byte("e"), At: at},
+	}
+	CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok"})
+	want := map[store.Change]bool{{Lobby: "n1", Version: 2}: true, {Lobby: "n2", Version: 1}: true, {Lobby: "n3", Version: 1}: true}
+	timeout := time.After(10 * time.Second)
+	for len(want) > 0 {
+		select {
+		case <-feed.Ready():
+		case <-timeout:
+			t.Fatalf("no changes %v within 10s of the batch", want)
+		}
+		changes, lost := feed.Take()
+		if lost {
+			t.Fatal("feed lost")
+		}
+		for _, c := range changes {
+			if c.Lobby == "quiet" {
+				t.Errorf("change %+v for a write without an entry", c)
+			}
+			delete(want, c)
+		}
+	}
+}

@@ -7,7 +7,6 @@ import (
 	"math"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -149,37 +148,7 @@ func testBatchNotifies(t *testing.T, newStore storeFactory) {
 	s := newStore(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	feed, err := s.Subscribe(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ws := []store.Write{
-		{ID: "n2", Effects: []byte("e"), At: t0},
-		{ID: "n1", Effects: []byte("e"), At: t0},
-		{ID: "quiet"},
-		{ID: "n1", Expected: 1, Effects: []byte("e"), At: t0},
-		{ID: "n3", Effects: []byte("e"), At: t0},
-	}
-	adaptertest.CheckOutcomes(t, s.WriteBatch(ctx, ws), []string{"ok", "ok", "ok", "ok", "ok"})
-	want := map[store.Change]bool{{Lobby: "n1", Version: 2}: true, {Lobby: "n2", Version: 1}: true, {Lobby: "n3", Version: 1}: true}
-	timeout := time.After(10 * time.Second)
-	for len(want) > 0 {
-		select {
-		case <-feed.Ready():
-		case <-timeout:
-			t.Fatalf("no changes %v within 10s of the batch", want)
-		}
-		changes, lost := feed.Take()
-		if lost {
-			t.Fatal("feed lost")
-		}
-		for _, c := range changes {
-			if c.Lobby == "quiet" {
-				t.Errorf("change %+v for a write without an entry", c)
-			}
-			delete(want, c)
-		}
-	}
+	adaptertest.CheckBatchNotifies(t, ctx, s, t0)
 }
 
 // testBatchLarge: a batch of 500 writes, with a chain of writes to one
