@@ -55,23 +55,15 @@ func benchWrites(b *testing.B, clients int, effects []byte, consumers int) {
 			b.Fatal(err)
 		}
 	}
-	data, base, ids, versions := seedBenchLobbies(b, s)
+	lb := seedBenchLobbies(b, s)
 	adaptertest.BenchClients(b, clients, 1, "Write", func(c int) func(int64) error {
 		// Client c owns lobbies c, c+clients, c+2*clients, ...
 		j := c
 		return func(n int64) error {
-			w := store.Write{
-				ID:       ids[j],
-				Expected: versions[j],
-				Data:     data,
-				Deadline: base.Add(time.Duration(n) * time.Millisecond),
-				At:       base,
-				Effects:  effects,
-			}
-			if err := s.Write(ctx, w); err != nil {
+			if err := s.Write(ctx, lb.write(j, n, effects)); err != nil {
 				return err
 			}
-			versions[j]++
+			lb.versions[j]++
 			if j += clients; j >= benchLobbies {
 				j = c
 			}
@@ -127,7 +119,7 @@ func benchBatch(b *testing.B, clients, size int, effects []byte) {
 	pool := benchPool(b, int32(clients))
 	s := newTestStoreOn(b, pool)
 	ctx := context.Background()
-	data, base, ids, versions := seedBenchLobbies(b, s)
+	lb := seedBenchLobbies(b, s)
 	adaptertest.BenchClients(b, clients, size, "WriteBatch", func(c int) func(int64) error {
 		// Client c owns lobbies c, c+clients, c+2*clients, ...
 		j := c
@@ -136,14 +128,7 @@ func benchBatch(b *testing.B, clients, size int, effects []byte) {
 		return func(n int64) error {
 			for k := range ws {
 				idx[k] = j
-				ws[k] = store.Write{
-					ID:       ids[j],
-					Expected: versions[j],
-					Data:     data,
-					Deadline: base.Add(time.Duration(n) * time.Millisecond),
-					At:       base,
-					Effects:  effects,
-				}
+				ws[k] = lb.write(j, n, effects)
 				if j += clients; j >= benchLobbies {
 					j = c
 				}
@@ -152,7 +137,7 @@ func benchBatch(b *testing.B, clients, size int, effects []byte) {
 				if err != nil {
 					return err
 				}
-				versions[idx[k]]++
+				lb.versions[idx[k]]++
 			}
 			return nil
 		}
@@ -180,19 +165,38 @@ func BenchmarkWriteBatchBurst(b *testing.B) {
 // seedBenchLobbies inserts benchLobbies lobbies at version 1, each with
 // 200 bytes of data and a deadline at base, in one statement, and returns
 // the data, base, the IDs and their versions.
-func seedBenchLobbies(b *testing.B, s *Store) (data []byte, base time.Time, ids []string, versions []uint64) {
-	data = bytes.Repeat([]byte{'x'}, 200)
-	base = time.Unix(1_800_000_000, 0)
+func seedBenchLobbies(b *testing.B, s *Store) *benchLobbySet {
+	data := bytes.Repeat([]byte{'x'}, 200)
+	base := time.Unix(1_800_000_000, 0)
 	if _, err := s.pool.Exec(context.Background(), s.sql(`INSERT INTO _S_.lobbies (id, version, data, deadline)
 SELECT convert_to('lobby-' || g, 'UTF8'), 1, $1, $2 FROM generate_series(0, $3 - 1) AS g`),
 		data, base.UnixNano(), benchLobbies); err != nil {
 		b.Fatal(err)
 	}
-	ids = make([]string, benchLobbies)
-	versions = make([]uint64, benchLobbies)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("lobby-%d", i)
-		versions[i] = 1
+	lb := &benchLobbySet{data: data, base: base, ids: make([]string, benchLobbies), versions: make([]uint64, benchLobbies)}
+	for i := range lb.ids {
+		lb.ids[i] = fmt.Sprintf("lobby-%d", i)
+		lb.versions[i] = 1
 	}
-	return data, base, ids, versions
+	return lb
+}
+
+// benchLobbySet is the seeded lobbies and the version each is at.
+type benchLobbySet struct {
+	data     []byte
+	base     time.Time
+	ids      []string
+	versions []uint64
+}
+
+// write is the n-th write of a benchmark, to lobby j at its version.
+func (lb *benchLobbySet) write(j int, n int64, effects []byte) store.Write {
+	return store.Write{
+		ID:       lb.ids[j],
+		Expected: lb.versions[j],
+		Data:     lb.data,
+		Deadline: lb.base.Add(time.Duration(n) * time.Millisecond),
+		At:       lb.base,
+		Effects:  effects,
+	}
 }
