@@ -45,25 +45,8 @@ func newBenchServer(b *testing.B) *benchServer {
 		b.Fatal(err)
 	}
 	ts := httptest.NewUnstartedServer(nil)
-	ts.Config = srv.HTTPServer()
-	ts.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Run(ctx) }()
-	bs := &benchServer{srv: srv, ts: ts, clock: clock, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
-	b.Cleanup(func() {
-		sctx, scancel := context.WithTimeout(context.Background(), waitLimit)
-		defer scancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			b.Errorf("Shutdown: %v", err)
-		}
-		cancel()
-		if err := <-done; err != nil {
-			b.Errorf("Run: %v", err)
-		}
-		ts.Close()
-	})
-	return bs
+	serve(b, srv, ts)
+	return &benchServer{srv: srv, ts: ts, clock: clock, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
 }
 
 // benchSocket is a client socket whose reader records the lobby states.

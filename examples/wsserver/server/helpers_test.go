@@ -80,25 +80,32 @@ func startEnv(t *testing.T, cfg server.Config, wrap func(*httptest.Server)) *env
 	if err != nil {
 		t.Fatalf("server.New: %v", err)
 	}
+	serve(t, srv, ts)
+	fc, _ := cfg.Clock.(*clockwork.FakeClock)
+	return &env{t: t, srv: srv, ts: ts, clock: fc, cfg: cfg}
+}
+
+// serve starts ts with srv's handler and srv.Run, and at the end of the
+// test shuts srv down, checks that Run returned cleanly and closes ts.
+func serve(tb testing.TB, srv *server.Server, ts *httptest.Server) {
+	tb.Helper()
 	ts.Config = srv.HTTPServer()
 	ts.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Run(ctx) }()
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		sctx, scancel := context.WithTimeout(context.Background(), waitLimit)
 		defer scancel()
 		if err := srv.Shutdown(sctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
+			tb.Errorf("Shutdown: %v", err)
 		}
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
+			tb.Errorf("Run: %v", err)
 		}
 		ts.Close()
 	})
-	fc, _ := cfg.Clock.(*clockwork.FakeClock)
-	return &env{t: t, srv: srv, ts: ts, clock: fc, cfg: cfg}
 }
 
 // testWriter sends log lines to t.Log.
