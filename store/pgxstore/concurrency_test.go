@@ -79,10 +79,9 @@ func (r *roundTrips) last(sql string) (writes int64, runs int) {
 	return writes, runs
 }
 
-// countingPool returns a one-connection pool whose connection counts its
-// socket writes and whose tracer records every statement, for the tests
-// that count round trips.
-func countingPool(t *testing.T) (*pgxpool.Pool, *roundTrips) {
+// countingConfig is the configuration of a one-connection pool whose
+// connection counts its socket writes (a *countingConn).
+func countingConfig(t *testing.T) *pgxpool.Config {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(testDSN(t))
 	if err != nil {
@@ -97,6 +96,16 @@ func countingPool(t *testing.T) (*pgxpool.Pool, *roundTrips) {
 		}
 		return &countingConn{Conn: c}, nil
 	}
+	return cfg
+}
+
+// countingPool returns a one-connection pool whose connection counts its
+// socket writes and whose tracer records every statement, for the tests
+// that count round trips of single statements (the tracer does not follow
+// batches).
+func countingPool(t *testing.T) (*pgxpool.Pool, *roundTrips) {
+	t.Helper()
+	cfg := countingConfig(t)
 	rt := &roundTrips{}
 	cfg.ConnConfig.Tracer = rt
 	pool, err := pgxpool.NewWithConfig(ctxT(t), cfg)
