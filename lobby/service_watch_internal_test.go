@@ -2,6 +2,7 @@ package lobby
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -117,7 +118,10 @@ func TestWatchCatchesUpInOrder(t *testing.T) {
 type notifyingStore struct {
 	store.Store
 	beforeWrite, afterWrite func(w store.Write)
-	reads                   atomic.Int64
+	// lostReply: a Write that committed reports an error anyway, as when
+	// the connection drops before the reply arrives.
+	lostReply bool
+	reads     atomic.Int64
 }
 
 func (n *notifyingStore) Write(ctx context.Context, w store.Write) error {
@@ -127,6 +131,9 @@ func (n *notifyingStore) Write(ctx context.Context, w store.Write) error {
 	err := n.Store.Write(ctx, w)
 	if err == nil && n.afterWrite != nil {
 		n.afterWrite(w)
+	}
+	if err == nil && n.lostReply {
+		return errors.New("connection lost before the reply")
 	}
 	return err
 }
@@ -232,5 +239,38 @@ func TestWatchNotificationOfLostRace(t *testing.T) {
 	}
 	if c.Version != 2 || len(c.Events) != 1 || c.Events[0].Revision != 2 {
 		t.Fatalf("change %+v, want b's commit at version 2, revision 2", c)
+	}
+}
+
+// TestWatchNotificationOfLostReply: the Service's write commits, its
+// notification arrives while the write is in flight, and then the write
+// reports an error (the reply was lost), so the Service cannot hand the
+// commit out itself. The held-back notification must send the Watcher to
+// the log, where the commit is.
+func TestWatchNotificationOfLostReply(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clock := clockwork.NewFakeClockAt(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	ns := &notifyingStore{Store: memstore.New()}
+	a, err := NewService(ns, WithClock(clock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.Watch(ctx, "l", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	ns.lostReply = true
+	ns.afterWrite = func(wr store.Write) { a.hub.remote(wr.ID, wr.Expected+1) }
+	if _, err := a.Join(ctx, "l", "p1", nil); err == nil {
+		t.Fatal("Join reported success; the store said the write failed")
+	}
+	c, err := w.Next(ctx)
+	if err != nil {
+		t.Fatalf("the Watcher never got the commit whose reply was lost: %v", err)
+	}
+	if c.Version != 1 || len(c.Events) != 1 || c.Events[0].Revision != 1 {
+		t.Fatalf("change %+v, want the join at version 1, revision 1", c)
 	}
 }
