@@ -18,8 +18,8 @@ var (
 	maxTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// Machine is the pure lobby state machine: the rules of DESIGN in one
-// function, [Machine.Apply], with time as an argument. It holds only its
+// Machine is the pure lobby state machine: every rule of membership, presence
+// and succession in one function, [Machine.Apply], with time as an argument. It holds only its
 // validated policy, so one Machine serves any number of lobbies and
 // goroutines.
 type Machine struct {
@@ -338,6 +338,11 @@ func (st *step) remove(i int, reason Reason, t time.Time) {
 		s.Host = ""
 		st.fillHost(t)
 	}
+	if len(s.Members) == 0 && s.LockedBy != "" {
+		// A member's lock ends with the last member: the lobby is not
+		// left shut to everyone, the players who locked it included.
+		s.Locked, s.LockedBy = false, ""
+	}
 	st.emit(reason, player, t, prev)
 }
 
@@ -619,10 +624,14 @@ func (st *step) lock(cmd Command, now time.Time) (bool, error) {
 		return false, err
 	}
 	if s.Locked == cmd.Locked {
+		// Locking a locked lobby changes nothing, also not who locked it.
 		st.r.Outcome = OutcomeNoop
 		return false, nil
 	}
-	s.Locked = cmd.Locked
+	s.Locked, s.LockedBy = cmd.Locked, ""
+	if cmd.Locked {
+		s.LockedBy = cmd.Player
+	}
 	reason := ReasonUnlocked
 	if s.Locked {
 		reason = ReasonLocked

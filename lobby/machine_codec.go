@@ -28,12 +28,16 @@ const (
 	// formatV1 has no host term; formatV2 adds it after the host; formatV3
 	// adds the lock, the overrides and the blocks to a lobby, and the lock,
 	// the overrides, each member's attributes and reconnect deadline, and
-	// the newer reasons to an event. All decode (what an older format
-	// lacks is zero); AppendState and AppendEvent write the newest.
+	// the newer reasons to an event; formatV4 adds to a lobby who set its
+	// lock (events are laid out as in formatV3). All decode (what an older
+	// format lacks is zero: a lock read from formatV3 counts as the
+	// server's, so it keeps the rule it was set under and stays until it
+	// is unlocked); AppendState and AppendEvent write the newest.
 	formatV1      = 1
 	formatV2      = 2
 	formatV3      = 3
-	formatCurrent = formatV3
+	formatV4      = 4
+	formatCurrent = formatV4
 	maxDecodeID   = MaxIDLen
 )
 
@@ -50,6 +54,7 @@ func AppendState(dst []byte, s *State) []byte {
 	dst = appendString(dst, s.Host)
 	dst = binary.AppendUvarint(dst, s.Term)
 	dst = appendBool(dst, s.Locked)
+	dst = appendString(dst, s.LockedBy)
 	dst = appendOverrides(dst, s.Overrides)
 	dst = binary.AppendUvarint(dst, uint64(len(s.Blocks)))
 	if len(s.Blocks) > 0 {
@@ -98,6 +103,9 @@ func DecodeState(data []byte) (*State, error) {
 	}
 	if format >= formatV3 {
 		s.Locked = d.bool()
+		if format >= formatV4 {
+			s.LockedBy = d.str(maxDecodeID)
+		}
 		s.Overrides = d.overrides()
 		// A block takes at least 4 bytes (an ID and a time).
 		if nb := d.count(4); nb > 0 {
@@ -145,9 +153,9 @@ func DecodeState(data []byte) (*State, error) {
 // strictly increasing join-sequence order with unique players, generations
 // unique, increasing per member and below NextGen, online members without a
 // reconnect deadline and reconnecting members with one, every pending
-// deadline after Updated, a host who is a member, overrides that validate,
-// and blocks of valid non-member IDs that end after Updated. The error wraps
-// ErrCorrupt.
+// deadline after Updated, a host who is a member, a member's lock only on a
+// locked lobby that has members, overrides that validate, and blocks of
+// valid non-member IDs that end after Updated. The error wraps ErrCorrupt.
 //
 // It cannot check what depends on the policy (whether an empty host seat
 // could be filled), since the policy is not part of the state.
@@ -214,6 +222,14 @@ func (s *State) Validate() error {
 	}
 	if s.Term > s.Revision {
 		return bad("host term %d above revision %d", s.Term, s.Revision)
+	}
+	if s.LockedBy != "" {
+		if err := ValidateID(s.LockedBy); err != nil {
+			return fmt.Errorf("%w: lobby %q: locked by: %w", ErrCorrupt, s.ID, err)
+		}
+		if !s.Locked || len(s.Members) == 0 {
+			return bad("a member's lock on a lobby that is unlocked or empty")
+		}
 	}
 	if err := s.Overrides.Validate(); err != nil {
 		return fmt.Errorf("%w: lobby %q: overrides: %w", ErrCorrupt, s.ID, err)
@@ -415,7 +431,7 @@ func (d *decoder) magic(m string) byte {
 		return 0
 	}
 	v := d.buf[len(m)]
-	if v < formatV1 || v > formatV3 {
+	if v < formatV1 || v > formatCurrent {
 		d.err = fmt.Errorf("%w: unknown format %d", ErrCorrupt, v)
 		return 0
 	}

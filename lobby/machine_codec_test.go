@@ -254,7 +254,8 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte("LHS\x01"))
 	f.Add([]byte("LHS\x02"))
 	f.Add([]byte("LHS\x03"))
-	for _, name := range []string{"format1-state.bin", "format2-state.bin"} {
+	f.Add([]byte("LHS\x04"))
+	for _, name := range []string{"format1-state.bin", "format2-state.bin", "format3-state.bin"} {
 		old, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			f.Fatal(err)
@@ -433,5 +434,47 @@ func TestFormat2StillDecodes(t *testing.T) {
 	}
 	if _, err := DecodeEvent(EncodeEvent(&e)); err != nil {
 		t.Fatalf("re-encoded format 2 event: %v", err)
+	}
+}
+
+// TestFormat3StillDecodes: records written with locks, overrides and blocks
+// but before the lock recorded who set it (format 3, committed under
+// testdata by that encoder) still decode. Their lock counts as the
+// server's: it stays when the lobby empties, as it did when it was set.
+func TestFormat3StillDecodes(t *testing.T) {
+	data, err := os.ReadFile("testdata/format3-state.bin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if data[3] != formatV3 {
+		t.Fatalf("fixture is format %d, want 3", data[3])
+	}
+	s, err := DecodeState(data)
+	if err != nil {
+		t.Fatalf("format 3 state: %v", err)
+	}
+	if s.ID != "lobby-1" || s.Host != "p-17" || !s.Locked || s.LockedBy != "" || len(s.Blocks) != 2 ||
+		s.Overrides.Grace != 3*time.Second || len(s.Members) != 4 {
+		t.Fatalf("format 3 state decoded as %+v", s)
+	}
+	again, err := DecodeState(EncodeState(s))
+	if err != nil || EncodeState(s)[3] != formatCurrent {
+		t.Fatalf("re-encoded: %v", err)
+	}
+	if diff := cmp.Diff(s, again, cmpState); diff != "" {
+		t.Fatalf("format 3 state does not survive re-encoding:\n%s", diff)
+	}
+	m, _ := NewMachine(testPolicy())
+	now := s.Updated.Add(time.Second)
+	for _, p := range []string{"p-23", "ünï-cødé", "p-41"} {
+		if _, err := m.Apply(s, Kick("p-17", p, 0), now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.Apply(s, Leave("p-17"), now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(s, Join("p-17", nil), now); !errors.Is(err, ErrLocked) {
+		t.Fatalf("join after a format 3 lobby emptied: %v, want ErrLocked", err)
 	}
 }

@@ -122,8 +122,12 @@ func Kick(actor, target string, block time.Duration) Command {
 }
 
 // Lock makes the lobby refuse new players (locked) or admit them again.
-// actor must be the host, or "" for the server. Members coming back and
-// further tabs are never refused for the lock.
+// actor must be the host (also in its grace), or "" for the server. Members
+// coming back and further tabs are never refused for the lock. A lock the
+// host set lasts while the lobby has members: the transition that removes
+// the last member also unlocks the lobby, and its event shows it unlocked.
+// A lock the server set stays until it is unlocked. Locking a locked lobby
+// changes nothing (a host's lock stays a host's lock).
 func Lock(actor string, locked bool) Command {
 	return Command{Op: OpLock, Player: actor, Locked: locked}
 }

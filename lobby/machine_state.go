@@ -113,6 +113,13 @@ type State struct {
 	Members []Member
 	// Locked: the lobby refuses new players (see [Lock]).
 	Locked bool
+	// LockedBy is who set the lock: "" for the server, else the member
+	// (the host) who locked. A member's lock lasts while the lobby has
+	// members: the transition that removes the last one also unlocks it,
+	// so the players who emptied a lobby never leave it shut to everyone.
+	// The server's lock stays until the server (or a host) unlocks. ""
+	// while unlocked.
+	LockedBy string
 	// Overrides are this lobby's own policy settings (see [Configure]).
 	Overrides Overrides
 	// Blocks maps a kicked player to the moment its block ends: until

@@ -919,6 +919,78 @@ func TestLockRefusesNewPlayersOnly(t *testing.T) {
 	r.join("p-62")
 }
 
+// TestHostLockEndsWithLastMember: a host locks its lobby, kicks everyone
+// else with a day's block and leaves. The transition that removes the last
+// member also unlocks the lobby (its event says so), so the lobby is not
+// left shut to everyone: the former host and anyone else may join again,
+// while the kicked player stays blocked until its block ends.
+func TestHostLockEndsWithLastMember(t *testing.T) {
+	r, gens := fourPlayers(t)
+	r.at(10 * time.Second)
+	r.do(Lock("p-17", true))
+	if r.s.LockedBy != "p-17" {
+		t.Fatalf("locked by %q, want the host", r.s.LockedBy)
+	}
+	for _, p := range []string{"p-23", "p-41"} {
+		r.do(Kick("p-17", p, 24*time.Hour))
+	}
+	// A host that leaves while others remain keeps the lobby locked.
+	r.do(TransferHost("p-17", "p-62"))
+	r.do(Leave("p-17"))
+	if e := r.lastEvent(); !e.Locked || !r.s.Locked {
+		t.Fatalf("the lock ended with members left: %+v", e)
+	}
+	r.wantRefused(Join("p-17", nil), ErrLocked)
+	// The last member goes (its grace runs out): the lobby unlocks in that
+	// same transition.
+	r.do(Disconnect("p-62", gens["p-62"]))
+	r.advance(grace)
+	res := r.do(Tick())
+	if len(res.Events) != 1 {
+		t.Fatalf("events %+v, want the one removal", res.Events)
+	}
+	if e := res.Events[0]; e.Reason != ReasonLeaseExpired || e.Locked || len(e.Members) != 0 {
+		t.Fatalf("the removal of the last member: %+v, want lease_expired showing the lobby unlocked", e)
+	}
+	if r.s.Locked || r.s.LockedBy != "" {
+		t.Fatalf("empty lobby locked=%v by %q", r.s.Locked, r.s.LockedBy)
+	}
+	r.wantRefused(Join("p-23", nil), ErrBlocked)
+	r.join("p-17")
+	r.join("p-9")
+	r.at(10*time.Second + 24*time.Hour - time.Nanosecond)
+	r.wantRefused(Join("p-41", nil), ErrBlocked)
+	r.advance(time.Nanosecond)
+	r.join("p-41")
+}
+
+// TestServerLockOutlivesMembers: a lock the server set stays when the lobby
+// empties, until it is unlocked; a host's Lock on a lobby the server locked
+// changes nothing, so it does not shorten the server's lock either.
+func TestServerLockOutlivesMembers(t *testing.T) {
+	r, _ := fourPlayers(t)
+	r.do(Lock("", true))
+	if res := r.do(Lock("p-17", true)); res.Changed || r.s.LockedBy != "" {
+		t.Fatalf("a host locking the server's lock: %+v, locked by %q", res, r.s.LockedBy)
+	}
+	for _, p := range []string{"p-23", "p-41", "p-62"} {
+		r.do(Kick("p-17", p, 0))
+	}
+	r.do(Leave("p-17"))
+	if e := r.lastEvent(); !e.Locked || !r.s.Locked {
+		t.Fatalf("the server's lock ended with the last member: %+v", e)
+	}
+	r.wantRefused(Join("p-17", nil), ErrLocked)
+	r.do(Lock("", false))
+	r.join("p-17")
+	// The host locks, unlocks, and the server locks: the server's lock.
+	r.do(Lock("p-17", true))
+	r.do(Lock("p-17", false))
+	r.do(Lock("", true))
+	r.do(Leave("p-17"))
+	r.wantRefused(Join("p-17", nil), ErrLocked)
+}
+
 func TestConfigure(t *testing.T) {
 	p := testPolicy() // grace 8s, TTL 15s
 	p.MaxConnectionsPerPlayer = 3

@@ -8,7 +8,7 @@ import (
 )
 
 // refModel is a deliberately naive second implementation of the rules,
-// written from DESIGN with different data structures (maps, and a full sort
+// written from their description with different data structures (maps, and a full sort
 // of every pending deadline before each step), to compare the Machine
 // against on random schedules. Clarity over speed.
 type refModel struct {
@@ -22,6 +22,7 @@ type refModel struct {
 	updated time.Time
 	members map[string]*refMember
 	locked  bool
+	lockBy  string // who locked: "" the server, else a member
 	ov      Overrides
 	blocks  map[string]time.Time // kicked player → end of its block
 }
@@ -172,6 +173,10 @@ func (m *refModel) removeMember(player string, reason Reason, t time.Time) Event
 	if m.host == player {
 		m.host = ""
 		m.fill(t)
+	}
+	if len(m.members) == 0 && m.locked && m.lockBy != "" {
+		// A member's lock goes with the last member.
+		m.locked, m.lockBy = false, ""
 	}
 	return m.event(reason, player, t, prev)
 }
@@ -346,10 +351,11 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		case m.locked == cmd.Locked:
 			out = OutcomeNoop
 		default:
-			m.locked = cmd.Locked
+			m.locked, m.lockBy = cmd.Locked, ""
 			reason := ReasonUnlocked
 			if m.locked {
 				reason = ReasonLocked
+				m.lockBy = cmd.Player
 			}
 			out, changed = OutcomeApplied, true
 			events = append(events, m.event(reason, cmd.Player, now, m.host))
@@ -429,8 +435,8 @@ func (m *refModel) diffState(s *State) []string {
 	if !s.Updated.Equal(m.updated) {
 		add("updated: machine %v, model %v", s.Updated, m.updated)
 	}
-	if s.Locked != m.locked || s.Overrides != m.ov {
-		add("lock/overrides: machine %v %+v, model %v %+v", s.Locked, s.Overrides, m.locked, m.ov)
+	if s.Locked != m.locked || s.LockedBy != m.lockBy || s.Overrides != m.ov {
+		add("lock/overrides: machine %v by %q %+v, model %v by %q %+v", s.Locked, s.LockedBy, s.Overrides, m.locked, m.lockBy, m.ov)
 	}
 	if len(s.Blocks) != len(m.blocks) {
 		add("blocks: machine %v, model %v", s.Blocks, m.blocks)

@@ -271,7 +271,7 @@ func cloneRefMembers(in map[string]*refMember) map[string]*refMember {
 	return out
 }
 
-// checkInvariants checks DESIGN's invariants on one transition from before
+// checkInvariants checks the lobby invariants on one transition from before
 // to after.
 func checkInvariants(t *rapid.T, m *Machine, before, after *State, cmd Command, res Result, now time.Time) {
 	t.Helper()
@@ -280,7 +280,7 @@ func checkInvariants(t *rapid.T, m *Machine, before, after *State, cmd Command, 
 	}
 }
 
-// invariantErr reports the first of DESIGN's invariants that the transition
+// invariantErr reports the first of the lobby invariants that the transition
 // from before to after (by cmd at now, with result res) breaks.
 func invariantErr(m *Machine, before, after *State, cmd Command, res Result, now time.Time) error {
 	if err := after.Validate(); err != nil {

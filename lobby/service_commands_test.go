@@ -81,6 +81,36 @@ func TestServiceGameCommands(t *testing.T) {
 	}
 }
 
+// TestHostLockEndsWithLastMemberThroughService: a host locks, kicks the
+// other member with a day's block and leaves. The lobby is not left shut:
+// the leave's event shows it unlocked, another process admits the former
+// host again, and the kicked player stays refused until its block ends.
+func TestHostLockEndsWithLastMemberThroughService(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	mem := memstore.New()
+	a := newService(t, mem, clock)
+	b := newService(t, mem, clock)
+	must(t)(a.Join(ctx, "l", "host", nil))
+	must(t)(a.Join(ctx, "l", "guest", nil))
+	must(t)(a.Lock(ctx, "l", "host", true))
+	must(t)(a.Kick(ctx, "l", "host", "guest", 24*time.Hour))
+	res := must(t)(a.Leave(ctx, "l", "host"))
+	if len(res.Events) != 1 || res.Events[0].Reason != lobby.ReasonLeft || res.Events[0].Locked {
+		t.Fatalf("the last member's leave: %+v, want one left event showing the lobby unlocked", res.Events)
+	}
+	if snap := snapshot(t, b, "l"); snap.Locked || len(snap.Members) != 0 {
+		t.Fatalf("snapshot after the host left: %+v, want empty and unlocked", snap)
+	}
+	clock.Advance(time.Hour)
+	must(t)(b.Join(ctx, "l", "host", nil))
+	if _, err := b.Join(ctx, "l", "guest", nil); !errors.Is(err, lobby.ErrBlocked) {
+		t.Fatalf("the kicked player within its block: %v, want ErrBlocked", err)
+	}
+	clock.Advance(23 * time.Hour)
+	must(t)(b.Join(ctx, "l", "guest", nil))
+}
+
 func snapshot(t *testing.T, svc *lobby.Service, id string) lobby.Snapshot {
 	t.Helper()
 	snap, err := svc.Snapshot(context.Background(), id)

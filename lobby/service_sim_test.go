@@ -18,7 +18,7 @@ package lobby
 // The checks then replay that history through the pure Machine:
 //
 //   - every committed record is exactly what the Machine makes of the record
-//     before it, with exactly its events (DESIGN's invariants hold at every
+//     before it, with exactly its events (the lobby invariants hold at every
 //     version, since the decoder validates them);
 //   - the outbox holds each committed revision once, with no gaps;
 //   - every command's result (applied, refused or no-op) is what the Machine
