@@ -45,6 +45,9 @@ var (
 	// ErrNotEligible: the named member may not host now (reconnecting, or
 	// refused by the eligibility rule).
 	ErrNotEligible = errors.New("lobby: player is not eligible to host")
+	// ErrTooManyBlocks: a kick would add a block to a lobby that already
+	// holds the policy's MaxBlocks blocks in force.
+	ErrTooManyBlocks = errors.New("lobby: too many blocks in force")
 	// ErrCorrupt: stored bytes do not decode to a valid lobby or event.
 	ErrCorrupt = errors.New("lobby: corrupt record")
 	// ErrNotEmpty: a lobby that still has members cannot be reclaimed.
@@ -54,12 +57,12 @@ var (
 // refusals are the errors by which a rule refuses a command on the lobby's
 // current state, as opposed to bad input or a failure. A refused command
 // commits nothing.
-var refusals = [...]error{ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost, ErrNotMember, ErrNotEligible, ErrNotEmpty}
+var refusals = [...]error{ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks, ErrNotEmpty}
 
 // IsRefusal reports whether err is a rule's refusal of a command on the
 // lobby's current state (ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost,
-// ErrNotMember, ErrNotEligible, ErrNotEmpty) rather than bad input or a
-// failure.
+// ErrNotMember, ErrNotEligible, ErrTooManyBlocks, ErrNotEmpty) rather than
+// bad input or a failure.
 func IsRefusal(err error) bool {
 	for _, target := range refusals {
 		if errors.Is(err, target) {

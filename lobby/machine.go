@@ -235,15 +235,9 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 		s.Updated = last
 	}
 	if changed || caughtUp {
-		// The record is written: blocks that ended by its time go.
-		for p, end := range s.Blocks {
-			if !end.After(s.Updated) {
-				delete(s.Blocks, p)
-			}
-		}
-		if len(s.Blocks) == 0 {
-			s.Blocks = nil
-		}
+		// The record is written: blocks that ended by its time go (at no
+		// cost while none has).
+		s.Blocks = s.Blocks.endedBy(s.Updated)
 	}
 	r.Changed = changed || caughtUp
 	r.Revision = s.Revision
@@ -417,7 +411,7 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 	if i < 0 {
 		// A new player: refused for a block, then the lock, then a full
 		// lobby.
-		if end, ok := s.Blocks[cmd.Player]; ok && now.Before(end) {
+		if end, ok := s.Blocks.Until(cmd.Player); ok && now.Before(end) {
 			return false, &RefusalError{Err: ErrBlocked, Lobby: s.ID, Player: cmd.Player, Detail: "blocked until " + end.Format(time.RFC3339Nano)}
 		}
 		if s.Locked {
@@ -609,10 +603,17 @@ func (st *step) kick(cmd Command, now time.Time) (bool, error) {
 		return true, nil
 	}
 	if cmd.Block > 0 {
-		if s.Blocks == nil {
-			s.Blocks = map[string]time.Time{}
+		// Blocks in force are bounded: past the bound a kick that would
+		// add one is refused (one replacing the target's own block in
+		// force adds none). Ended blocks do not count.
+		n := s.Blocks.inForce(now)
+		if end, ok := s.Blocks.Until(cmd.To); ok && end.After(now) {
+			n--
 		}
-		s.Blocks[cmd.To] = now.Add(cmd.Block)
+		if limit := st.policy().blockLimit(); n >= limit {
+			return false, &RefusalError{Err: ErrTooManyBlocks, Lobby: s.ID, Player: cmd.Player, Target: cmd.To, Detail: strconv.Itoa(n) + " blocks in force"}
+		}
+		s.Blocks = s.Blocks.with(cmd.To, now.Add(cmd.Block), now)
 	}
 	st.remove(i, ReasonKicked, now)
 	return true, nil

@@ -56,13 +56,7 @@ func AppendState(dst []byte, s *State) []byte {
 	dst = appendBool(dst, s.Locked)
 	dst = appendString(dst, s.LockedBy)
 	dst = appendOverrides(dst, s.Overrides)
-	dst = binary.AppendUvarint(dst, uint64(len(s.Blocks)))
-	if len(s.Blocks) > 0 {
-		for _, p := range slices.Sorted(maps.Keys(s.Blocks)) {
-			dst = appendString(dst, p)
-			dst = appendTime(dst, s.Blocks[p])
-		}
-	}
+	dst = s.Blocks.appendTo(dst)
 	dst = binary.AppendUvarint(dst, uint64(len(s.Members)))
 	for i := range s.Members {
 		m := &s.Members[i]
@@ -109,14 +103,15 @@ func DecodeState(data []byte) (*State, error) {
 		s.Overrides = d.overrides()
 		// A block takes at least 4 bytes (an ID and a time).
 		if nb := d.count(4); nb > 0 {
-			s.Blocks = make(map[string]time.Time, nb)
-			prev := ""
+			list := make([]Block, nb)
 			for j := 0; j < nb && d.err == nil; j++ {
-				p, end := d.str(maxDecodeID), d.time()
-				if j > 0 && p <= prev {
+				list[j] = Block{Player: d.str(maxDecodeID), Until: d.time()}
+				if j > 0 && list[j].Player <= list[j-1].Player {
 					d.fail("blocks out of order")
 				}
-				s.Blocks[p], prev = end, p
+			}
+			if d.err == nil {
+				s.Blocks = makeBlocks(list)
 			}
 		}
 	}
@@ -237,14 +232,16 @@ func (s *State) Validate() error {
 	if s.Overrides != s.Overrides.normalized() {
 		return bad("a value for a setting that is not overridden")
 	}
-	for p, end := range s.Blocks {
-		if err := ValidateID(p); err != nil {
+	for b := range s.Blocks.All() {
+		if err := ValidateID(b.Player); err != nil {
 			return fmt.Errorf("%w: lobby %q: block: %w", ErrCorrupt, s.ID, err)
 		}
-		if !end.After(s.Updated) || end.After(maxTime.Add(MaxBlock)) {
-			return bad("a block ending at %v, not after the last transition or out of range", end)
+		if !b.Until.After(s.Updated) || b.Until.After(maxTime.Add(MaxBlock)) {
+			return bad("a block ending at %v, not after the last transition or out of range", b.Until)
 		}
-		if s.Member(p) != nil {
+	}
+	for i := range s.Members {
+		if _, blocked := s.Blocks.Until(s.Members[i].Player); blocked {
 			return bad("a member is blocked")
 		}
 	}

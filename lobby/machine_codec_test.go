@@ -157,9 +157,9 @@ func TestDecodeRejectsCorruption(t *testing.T) {
 		"zero counters":        mutate(func(s *State) { s.NextJoinSeq = 0 }),
 		"zero grace override":  mutate(func(s *State) { s.Overrides = Overrides{}.WithGrace(0) }),
 		"negative member cap":  mutate(func(s *State) { s.Overrides = Overrides{}.WithMaxMembers(-1) }),
-		"block of a member":    mutate(func(s *State) { s.Blocks = map[string]time.Time{s.Members[0].Player: s.Updated.Add(time.Hour)} }),
-		"block already ended":  mutate(func(s *State) { s.Blocks = map[string]time.Time{"gone": s.Updated} }),
-		"block of a bad ID":    mutate(func(s *State) { s.Blocks = map[string]time.Time{"": s.Updated.Add(time.Hour)} }),
+		"block of a member":    mutate(func(s *State) { s.Blocks = NewBlocks(Block{s.Members[0].Player, s.Updated.Add(time.Hour)}) }),
+		"block already ended":  mutate(func(s *State) { s.Blocks = NewBlocks(Block{"gone", s.Updated}) }),
+		"block of a bad ID":    mutate(func(s *State) { s.Blocks = NewBlocks(Block{"", s.Updated.Add(time.Hour)}) }),
 		"lock byte out of range": func() []byte {
 			s := busyLobby(t)
 			s.Locked = true
@@ -453,7 +453,7 @@ func TestFormat3StillDecodes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("format 3 state: %v", err)
 	}
-	if s.ID != "lobby-1" || s.Host != "p-17" || !s.Locked || s.LockedBy != "" || len(s.Blocks) != 2 ||
+	if s.ID != "lobby-1" || s.Host != "p-17" || !s.Locked || s.LockedBy != "" || s.Blocks.Len() != 2 ||
 		s.Overrides.Grace != 3*time.Second || len(s.Members) != 4 {
 		t.Fatalf("format 3 state decoded as %+v", s)
 	}

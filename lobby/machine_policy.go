@@ -31,17 +31,44 @@ type Policy struct {
 	// them. 0 means no cap.
 	MaxConnectionsPerPlayer int
 
+	// MaxBlocks bounds the blocks in force in one lobby (kicks' blocks
+	// that have not ended). A kick that would add one beyond it is refused
+	// with ErrTooManyBlocks; a kick without a block, or one that replaces
+	// its target's own block in force, is never refused for it. Each block
+	// costs room in the lobby's record and work whenever the set changes,
+	// so the bound keeps one host from growing a lobby without limit. 0
+	// means DefaultMaxBlocks; at most MaxBlocksLimit.
+	MaxBlocks int
+
 	// Succession picks the next host. The zero Rule makes every online
 	// member eligible, earliest join first. Its functions must be pure: they
 	// see only the member's stored data.
 	Succession succession.Rule
 }
 
+// The bounds of Policy.MaxBlocks.
+const (
+	// DefaultMaxBlocks is the bound on blocks in force per lobby when the
+	// policy names none.
+	DefaultMaxBlocks = 1024
+	// MaxBlocksLimit is the highest bound a policy may set.
+	MaxBlocksLimit = 1 << 16
+)
+
 // DefaultPolicy returns the defaults: an 8 s grace, a 15 s heartbeat TTL (so
 // clients should heartbeat about every 5 s), no member cap, unlimited tabs,
-// and every online member eligible to host, earliest join first.
+// at most DefaultMaxBlocks blocks in force per lobby, and every online
+// member eligible to host, earliest join first.
 func DefaultPolicy() Policy {
-	return Policy{Policy: lease.DefaultPolicy()}
+	return Policy{Policy: lease.DefaultPolicy(), MaxBlocks: DefaultMaxBlocks}
+}
+
+// blockLimit is the bound on blocks in force: MaxBlocks, or the default.
+func (p Policy) blockLimit() int {
+	if p.MaxBlocks == 0 {
+		return DefaultMaxBlocks
+	}
+	return p.MaxBlocks
 }
 
 // Validate reports whether p is usable. The error wraps ErrInvalidPolicy.
@@ -54,6 +81,9 @@ func (p Policy) Validate() error {
 	}
 	if p.MaxConnectionsPerPlayer < 0 {
 		return fmt.Errorf("%w: MaxConnectionsPerPlayer must not be negative, got %d", ErrInvalidPolicy, p.MaxConnectionsPerPlayer)
+	}
+	if p.MaxBlocks < 0 || p.MaxBlocks > MaxBlocksLimit {
+		return fmt.Errorf("%w: MaxBlocks must be between 0 and %d, got %d", ErrInvalidPolicy, MaxBlocksLimit, p.MaxBlocks)
 	}
 	return nil
 }

@@ -122,11 +122,12 @@ type State struct {
 	LockedBy string
 	// Overrides are this lobby's own policy settings (see [Configure]).
 	Overrides Overrides
-	// Blocks maps a kicked player to the moment its block ends: until
-	// then (a join whose effective time is before it) it may not join.
-	// A block whose end has passed means nothing and is dropped the next
-	// time the lobby is written. nil when there are none.
-	Blocks map[string]time.Time
+	// Blocks holds, for each kicked player still blocked, the moment its
+	// block ends: until then (a join whose effective time is before it) it
+	// may not join. A block whose end has passed means nothing and is
+	// dropped the next time the lobby is written. The set is shared between
+	// clones and replaced, never changed (see [Blocks]).
+	Blocks Blocks
 	// Updated is the time of the last transition that changed the state;
 	// zero for a lobby never written.
 	Updated time.Time
@@ -143,24 +144,18 @@ func NewState(id string, floor uint64) *State {
 
 // Floor is the value to keep when this lobby's record is deleted: it is at
 // least every revision, host term, join sequence and generation it issued.
-// (The lock, the overrides and the blocks are not counters: a lobby created
-// again starts without them; see BlockedUntil.)
+// (The lock and the overrides are not counters: a lobby created again
+// starts without them. The blocks outlive the record: see BlockedUntil.)
 func (s *State) Floor() uint64 {
 	return max(s.Revision, s.Term, s.NextJoinSeq-1, s.NextGen-1)
 }
 
 // BlockedUntil returns the latest end of a block still stored, or the zero
-// time if there is none. A lobby whose blocks are still in force should not
-// be reclaimed before this moment, since a lobby created again starts
-// without blocks.
+// time if there is none. When the lobby's record is deleted, its blocks must
+// be kept until this moment: a lobby created again under the ID starts with
+// every block that has not ended by then.
 func (s *State) BlockedUntil() time.Time {
-	var until time.Time
-	for _, end := range s.Blocks {
-		if end.After(until) {
-			until = end
-		}
-	}
-	return until
+	return s.Blocks.Last()
 }
 
 // policy returns the policy in force in s under the base policy p: p with
@@ -228,10 +223,10 @@ func (s *State) View() []MemberView {
 	return v
 }
 
-// Clone returns a deep copy of s that shares nothing with it.
+// Clone returns a deep copy of s that shares nothing with it that either
+// could change (the blocks, which never change, are shared).
 func (s *State) Clone() *State {
 	c := *s
-	c.Blocks = maps.Clone(s.Blocks)
 	if s.Members != nil {
 		c.Members = make([]Member, len(s.Members))
 		for i, m := range s.Members {

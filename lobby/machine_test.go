@@ -786,7 +786,7 @@ func TestKickChecksInOrder(t *testing.T) {
 	if e := res.Events[0]; e.Reason != ReasonKicked || e.Subject != "p-62" || e.Host != "p-17" || len(e.Members) != 3 {
 		t.Fatalf("event %+v", e)
 	}
-	if len(r.s.Blocks) != 0 {
+	if r.s.Blocks.Len() != 0 {
 		t.Fatalf("a kick without a block stored %v", r.s.Blocks)
 	}
 	// Replayed, it is refused and changes nothing.
@@ -820,7 +820,7 @@ func TestKickTheHost(t *testing.T) {
 	if e := res.Events[0]; e.Reason != ReasonLeft || e.Subject != "p-23" {
 		t.Fatalf("event %+v, want left", e)
 	}
-	if _, ok := r.s.Blocks["p-23"]; ok {
+	if _, ok := r.s.Blocks.Until("p-23"); ok {
 		t.Fatal("a host kicking itself was blocked")
 	}
 	r.join("p-23")
@@ -845,12 +845,12 @@ func TestKickBlock(t *testing.T) {
 	if res := r.do(Tick()); res.Changed {
 		t.Fatalf("the end of a block was a transition: %+v", res)
 	}
-	if _, ok := r.s.Blocks["p-23"]; !ok {
+	if _, ok := r.s.Blocks.Until("p-23"); !ok {
 		t.Fatal("a block was dropped without a write")
 	}
 	// At its end it refuses nothing, and the write drops it.
 	r.join("p-23")
-	if len(r.s.Blocks) != 0 || !r.s.BlockedUntil().IsZero() {
+	if r.s.Blocks.Len() != 0 || !r.s.BlockedUntil().IsZero() {
 		t.Fatalf("blocks %v after the block ended and the lobby was written", r.s.Blocks)
 	}
 	// A later kick replaces the block.
@@ -866,6 +866,72 @@ func TestKickBlock(t *testing.T) {
 	r.advance(time.Minute)
 	r.do(Leave("p-1")) // a no-op on an empty lobby
 	r.wantRefused(Join("p-23", nil), ErrBlocked)
+}
+
+// TestKickBlockBound: a lobby holds at most the policy's MaxBlocks blocks
+// in force. A kick that would add one more is refused with
+// ErrTooManyBlocks after the host and member checks, and commits nothing;
+// a kick without a block is never refused for it, and blocks that ended
+// (stored or already dropped) do not count.
+func TestKickBlockBound(t *testing.T) {
+	p := testPolicy()
+	p.HeartbeatTTL = 0
+	p.MaxBlocks = 2
+	r := newRun(t, p)
+	for _, id := range []string{"host", "a", "b", "c", "d"} {
+		r.join(id)
+	}
+	r.do(Kick("host", "a", time.Second))
+	r.do(Kick("host", "b", time.Hour))
+	// a's block has ended but is still stored (nothing was written since):
+	// it does not count.
+	r.advance(time.Second)
+	if r.s.Blocks.Len() != 2 {
+		t.Fatalf("%d blocks stored, want a's ended one kept until a write", r.s.Blocks.Len())
+	}
+	r.do(Kick("host", "c", time.Hour))
+	if r.s.Blocks.Len() != 2 {
+		t.Fatalf("blocks %v, want b's and c's", r.s.Blocks)
+	}
+	// Two in force: the third is refused, in its place in the order.
+	r.wantRefused(Kick("a", "d", time.Hour), ErrNotHost)
+	r.wantRefused(Kick("host", "nobody", time.Hour), ErrNotMember)
+	before := r.s.Clone()
+	_, err := r.try(Kick("host", "d", time.Hour))
+	var re *RefusalError
+	if !errors.Is(err, ErrTooManyBlocks) || !IsRefusal(err) || !errors.As(err, &re) || re.Target != "d" || re.Player != "host" {
+		t.Fatalf("a third block: %v, want a RefusalError wrapping ErrTooManyBlocks", err)
+	}
+	if diff := cmp.Diff(before, r.s, cmpState); diff != "" {
+		t.Fatalf("the refused kick changed the state:\n%s", diff)
+	}
+	if r.s.Member("d") == nil {
+		t.Fatal("the refused kick removed its target")
+	}
+	// Without a block the kick goes through; so does the server's.
+	r.do(Kick("host", "d", 0))
+	r.join("d")
+	r.wantRefused(Kick("", "d", time.Minute), ErrTooManyBlocks)
+	// Once one ends there is room again.
+	r.advance(time.Hour)
+	r.do(Kick("", "d", time.Minute))
+	if end, ok := r.s.Blocks.Until("d"); !ok || !end.Equal(r.now.Add(time.Minute)) {
+		t.Fatalf("d's block: %v %v", end, ok)
+	}
+	if r.s.Blocks.Len() != 1 {
+		t.Fatalf("blocks %v, want d's alone (the ended ones dropped)", r.s.Blocks)
+	}
+	// The bound itself is validated; 0 is the default.
+	for _, bad := range []int{-1, MaxBlocksLimit + 1} {
+		p.MaxBlocks = bad
+		if _, err := NewMachine(p); !errors.Is(err, ErrInvalidPolicy) {
+			t.Errorf("MaxBlocks %d: %v, want ErrInvalidPolicy", bad, err)
+		}
+	}
+	p.MaxBlocks = 0
+	if p.blockLimit() != DefaultMaxBlocks || DefaultPolicy().MaxBlocks != DefaultMaxBlocks {
+		t.Errorf("default bound %d, DefaultPolicy's %d, want %d", p.blockLimit(), DefaultPolicy().MaxBlocks, DefaultMaxBlocks)
+	}
 }
 
 func TestJoinRefusalOrder(t *testing.T) {

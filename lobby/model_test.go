@@ -339,6 +339,21 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 			events = append(events, m.removeMember(cmd.To, ReasonLeft, now))
 		default:
 			if cmd.Block > 0 {
+				// Blocks in force other than the target's own, against
+				// the bound (1,024 when the policy names none).
+				inForce := 0
+				for p, end := range m.blocks {
+					if p != cmd.To && now.Before(end) {
+						inForce++
+					}
+				}
+				limit := m.p.MaxBlocks
+				if limit == 0 {
+					limit = 1024
+				}
+				if inForce >= limit {
+					return nil, 0, ErrTooManyBlocks
+				}
 				m.blocks[cmd.To] = now.Add(cmd.Block)
 			}
 			out, changed = OutcomeApplied, true
@@ -438,11 +453,11 @@ func (m *refModel) diffState(s *State) []string {
 	if s.Locked != m.locked || s.LockedBy != m.lockBy || s.Overrides != m.ov {
 		add("lock/overrides: machine %v by %q %+v, model %v by %q %+v", s.Locked, s.LockedBy, s.Overrides, m.locked, m.lockBy, m.ov)
 	}
-	if len(s.Blocks) != len(m.blocks) {
+	if s.Blocks.Len() != len(m.blocks) {
 		add("blocks: machine %v, model %v", s.Blocks, m.blocks)
 	}
 	for p, end := range m.blocks {
-		if got, ok := s.Blocks[p]; !ok || !got.Equal(end) {
+		if got, ok := s.Blocks.Until(p); !ok || !got.Equal(end) {
 			add("block of %q: machine %v (present %v), model %v", p, got, ok, end)
 		}
 	}

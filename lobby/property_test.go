@@ -63,6 +63,7 @@ func drawPolicy(t *rapid.T) Policy {
 	p.HeartbeatTTL = rapid.SampledFrom([]time.Duration{0, 3 * time.Second, 15 * time.Second}).Draw(t, "ttl")
 	p.MaxMembers = rapid.SampledFrom([]int{0, 0, 3}).Draw(t, "maxMembers")
 	p.MaxConnectionsPerPlayer = rapid.SampledFrom([]int{0, 0, 1, 2}).Draw(t, "maxConns")
+	p.MaxBlocks = rapid.SampledFrom([]int{0, DefaultMaxBlocks, 1, 2}).Draw(t, "maxBlocks")
 	if rapid.Bool().Draw(t, "spectatorRule") {
 		p.Succession.Eligible = func(c succession.Candidate) bool { return c.Attrs["role"] != "spectator" }
 	}
@@ -505,7 +506,7 @@ func admissionErr(m *Machine, caught, after *State, cmd Command, now time.Time) 
 		if caught.Member(cmd.Player) == nil {
 			// A new player: never while blocked, never into a locked
 			// lobby, never beyond the member cap in force.
-			if end, ok := caught.Blocks[cmd.Player]; ok && now.Before(end) {
+			if end, ok := caught.Blocks.Until(cmd.Player); ok && now.Before(end) {
 				return fmt.Errorf("join: blocked player %s admitted at %v, block ends %v", cmd.Player, now, end)
 			}
 			if caught.Locked {
@@ -546,15 +547,15 @@ func admissionErr(m *Machine, caught, after *State, cmd Command, now time.Time) 
 		if cmd.Player != "" && caught.Host != cmd.Player {
 			return fmt.Errorf("kick by %s, who does not host", cmd.Player)
 		}
-		end, blocked := after.Blocks[cmd.To]
+		end, blocked := after.Blocks.Until(cmd.To)
 		if want := cmd.Block > 0 && cmd.To != cmd.Player; blocked != want || (want && !end.Equal(now.Add(cmd.Block))) {
 			return fmt.Errorf("kick of %s for %v: block %v (stored %v)", cmd.To, cmd.Block, end, blocked)
 		}
 	}
 	// No member is blocked, and every stored block is still to end.
-	for player, end := range after.Blocks {
-		if after.Member(player) != nil || !end.After(after.Updated) {
-			return fmt.Errorf("%v: block of %s until %v (member %v, last transition %v)", cmd.Op, player, end, after.Member(player) != nil, after.Updated)
+	for b := range after.Blocks.All() {
+		if after.Member(b.Player) != nil || !b.Until.After(after.Updated) {
+			return fmt.Errorf("%v: block of %s until %v (member %v, last transition %v)", cmd.Op, b.Player, b.Until, after.Member(b.Player) != nil, after.Updated)
 		}
 	}
 	return nil
