@@ -296,7 +296,7 @@ func (st *simStore) Write(ctx context.Context, w store.Write) error {
 	return nil
 }
 
-func (st *simStore) Delete(ctx context.Context, id string, expected, floor uint64) error {
+func (st *simStore) Delete(ctx context.Context, d store.Deletion) error {
 	f, err := st.enter(ctx)
 	if err != nil {
 		return err
@@ -304,11 +304,11 @@ func (st *simStore) Delete(ctx context.Context, id string, expected, floor uint6
 	if f == 1 || f == 3 {
 		return faultErr(f)
 	}
-	if err := st.inner.Delete(ctx, id, expected, floor); err != nil {
+	if err := st.inner.Delete(ctx, d); err != nil {
 		return err
 	}
 	op, c := st.top()
-	st.commits = append(st.commits, simCommit{lobby: id, version: expected, del: true, floor: floor, op: op, cmd: c.cmd})
+	st.commits = append(st.commits, simCommit{lobby: d.ID, version: d.Expected, del: true, floor: d.Floor, op: op, cmd: c.cmd})
 	if f == 2 {
 		return errInjected
 	}

@@ -214,7 +214,7 @@ func (s *Service) idleOver(st *State, now time.Time) bool {
 func (s *Service) delete(ctx context.Context, id string, sl *slot) error {
 	st, version := sl.state, sl.version
 	sl.state = nil
-	err := s.st.Delete(ctx, id, version, max(version+1, st.Floor()))
+	err := s.st.Delete(ctx, store.Deletion{ID: id, Expected: version, Floor: max(version+1, st.Floor()), At: st.Updated})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // no record: nothing to reclaim
 	}

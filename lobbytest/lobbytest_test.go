@@ -165,12 +165,12 @@ func (s *memServer) Write(ctx context.Context, w store.Write) error {
 	return nil
 }
 
-func (s *memServer) Delete(ctx context.Context, id string, expected, floor uint64) error {
+func (s *memServer) Delete(ctx context.Context, d store.Deletion) error {
 	m, err := s.call("Delete")
 	if err != nil {
 		return err
 	}
-	return m.Delete(ctx, id, expected, floor)
+	return m.Delete(ctx, d)
 }
 
 func (s *memServer) Due(ctx context.Context, now time.Time, limit int) ([]store.Due, error) {

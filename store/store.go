@@ -19,16 +19,20 @@
 // [Store.Load] reports that floor, so a lobby created again continues above
 // every value issued before instead of repeating one.
 //
-// Floors do not pile up. While a deleted lobby still has entries in its
-// effects log, the store keeps a tombstone for its ID: the floor and the
-// deleted record's data, which Load returns. Once the last entry is trimmed
-// (see Retention) the tombstone goes too, and its floor is folded into one
-// store-wide floor: from then on Load reports, for every ID without a record
-// or tombstone, at least the highest floor ever folded. A store therefore
-// holds per ID only what its retention keeps, and a lobby ID's versions
-// still never repeat. (The lobby package builds every counter of a new
-// lobby on the floor Load reports, so revisions, join sequences and
-// generations do not repeat either.)
+// Floors do not pile up. After Delete the store keeps a tombstone for the
+// ID: the floor, the deleted lobby's last transition time
+// ([Deletion.At]) and the deleted record's data, which Load returns. The
+// tombstone lasts while the lobby still has entries in its effects log,
+// and at least until the time the deleter asked it to be kept to
+// ([Deletion.Keep]). Then [Store.TrimLog] drops it and folds its floor and
+// its time into one store-wide floor: from then on Load reports, for every
+// ID without a record or tombstone, at least the highest floor and the
+// latest time ever folded. A store therefore holds per ID only what its
+// retention and the deleters' Keep times ask for, and a lobby ID's
+// versions still never repeat. (The lobby package builds every counter of
+// a new lobby on the floor Load reports and starts its clock at the time
+// Load reports, so revisions, join sequences, generations and transition
+// times do not repeat or go backward either.)
 //
 // # The effects log
 //
@@ -134,6 +138,15 @@ type Record struct {
 	// without any command (a heartbeat or reconnect deadline). The zero time
 	// means none: the lobby is not in the due index.
 	Deadline time.Time
+	// At is set only on the Record Load returns with ErrNotFound: the last
+	// transition time of the lobby that ID held before, as Delete was told
+	// it (Deletion.At) while its tombstone lasts, else the highest At of
+	// every tombstone the store-wide floor absorbed (the zero time if
+	// none). A lobby created over it must not run earlier. For a record
+	// that exists, At is the zero time: the store does not keep Write.At
+	// with the record. Stores keep it as Entry.At: location and monotonic
+	// reading dropped, at least to the microsecond.
+	At time.Time
 }
 
 // Entry is one entry of a lobby's effects log.
@@ -190,6 +203,40 @@ func (w *Write) Validate() error {
 	return nil
 }
 
+// Deletion is one conditional delete (see Store.Delete).
+type Deletion struct {
+	// ID names the lobby to delete.
+	ID string
+	// Expected is the version the caller read: Delete succeeds only if the
+	// record still has it.
+	Expected uint64
+	// Floor is a lower bound for the tombstone's floor: it is at least
+	// max(Expected, Floor).
+	Floor uint64
+	// At is the deleted lobby's last transition time. Load reports it
+	// (Record.At) for the ID while its tombstone lasts, and the store-wide
+	// floor keeps the highest At of every tombstone folded into it, so a
+	// lobby created again under any ID never runs earlier than one that
+	// was forgotten.
+	At time.Time
+	// Keep, if not the zero time, keeps the tombstone (its floor, At and
+	// Data) at least until a TrimLog whose now is at or after Keep, even
+	// once its log entries are gone (lobbyhost passes the end of the
+	// latest block still in force, which the tombstone's data remembers).
+	// The zero time keeps the tombstone only while its log has entries.
+	Keep time.Time
+}
+
+// Validate reports the argument errors every Store.Delete must refuse, as
+// an error wrapping ErrInvalid: an empty ID. Stores call it first; it does
+// not look at the store.
+func (d *Deletion) Validate() error {
+	if d.ID == "" {
+		return fmt.Errorf("%w: delete with an empty lobby ID", ErrInvalid)
+	}
+	return nil
+}
+
 // Due names a lobby whose deadline has come.
 type Due struct {
 	ID       string
@@ -235,11 +282,13 @@ type Store interface {
 	// Load returns the lobby's current record.
 	//
 	// If the lobby has no record, Load returns ErrNotFound together with a
-	// Record holding only ID, Version and Data: Version is the floor to pass
-	// as Write.Expected when creating it (the tombstone's floor after
+	// Record holding only ID, Version, Data and At: Version is the floor to
+	// pass as Write.Expected when creating it (the tombstone's floor after
 	// Delete, else the store-wide floor, 0 in a store that never folded a
-	// tombstone), and Data is the data of the record Delete removed while
-	// its tombstone lasts, as it was written, else nil.
+	// tombstone), Data is the data of the record Delete removed while its
+	// tombstone lasts, as it was written, else nil, and At is the
+	// tombstone's Deletion.At while it lasts, else the highest At folded
+	// into the store-wide floor (the zero time if none).
 	Load(ctx context.Context, id string) (Record, error)
 
 	// Write stores w atomically if the lobby's version equals w.Expected
@@ -261,15 +310,19 @@ type Store interface {
 	Write(ctx context.Context, w Write) error
 
 	// Delete removes the lobby's record and its deadline if its version
-	// equals expected. The log is untouched: its entries stay readable
-	// until retention trims them. Afterwards Load reports ErrNotFound with
-	// a floor of at least max(expected, floor) and, while the lobby still
-	// has log entries, the deleted record's data; the next Write must
-	// expect exactly the floor Load reports.
+	// equals d.Expected, leaving a tombstone. The log is untouched: its
+	// entries stay readable until retention trims them. Afterwards Load
+	// reports ErrNotFound with a floor of at least max(d.Expected,
+	// d.Floor), d.At as Record.At and the deleted record's data, for as
+	// long as the tombstone lasts: while the lobby still has log entries,
+	// and in any case until a TrimLog whose now is at or after d.Keep.
+	// When it goes, its floor and At fold into the store-wide ones (see
+	// TrimLog). The next Write must expect exactly the floor Load reports.
 	//
 	// It returns ErrNotFound if there is no record, ErrConflict if the
-	// version differs; in both cases it changes nothing.
-	Delete(ctx context.Context, id string, expected, floor uint64) error
+	// version differs, ErrInvalid if d.ID is empty (see
+	// Deletion.Validate); in all three cases it changes nothing.
+	Delete(ctx context.Context, d Deletion) error
 
 	// Due returns up to limit lobbies whose deadline is at or before now,
 	// ordered by deadline and then by ID (byte order), so that equal
@@ -296,12 +349,20 @@ type Store interface {
 	LogHeads(ctx context.Context, ids []string) ([]uint64, error)
 
 	// TrimLog removes up to limit entries (of any lobbies) older than the
-	// store's retention Age as judged at now, oldest first, and returns how
-	// many it removed. A lobby without a record whose last entry goes
-	// loses its tombstone too (its floor folds into the store-wide floor).
-	// It must not scan the whole log or every lobby: stores keep an index
-	// by age. limit must be positive (else ErrInvalid). With no Age bound
-	// it removes nothing and returns 0.
+	// store's retention Age as judged at now, oldest first, and drops the
+	// tombstones that are due: a tombstone goes once its log has no entry
+	// left and its Deletion.Keep is zero or at or before now, and its
+	// floor and At then fold into the store-wide floor (which keeps the
+	// highest of each ever folded). It drops tombstones held by Keep also
+	// when the store has no Age bound: Keep is a time bound of its own.
+	//
+	// It returns how many entries it removed plus how many tombstones it
+	// dropped that had no entry left for this call to remove (a tombstone
+	// whose last entry it removes goes with that entry and is not counted
+	// again). That sum is at most limit, so a result below limit means
+	// nothing more was due at now. It must not scan the whole log or every
+	// lobby: stores keep an index by age and one by Keep. limit must be
+	// positive (else ErrInvalid).
 	TrimLog(ctx context.Context, now time.Time, limit int) (int, error)
 
 	// ClaimLog is how a durable consumer called name finds work: it

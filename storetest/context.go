@@ -45,7 +45,9 @@ func checkContextCancelled(h *harness) {
 			{"Write creating a lobby", func(ctx context.Context) error {
 				return h.s.Write(ctx, store.Write{ID: fresh, Data: []byte("new"), Deadline: t0, At: t0, Effects: []byte("e")})
 			}},
-			{"Delete", func(ctx context.Context) error { return h.s.Delete(ctx, id, 2, 10) }},
+			{"Delete", func(ctx context.Context) error {
+				return h.s.Delete(ctx, store.Deletion{ID: id, Expected: 2, Floor: 10})
+			}},
 			{"Due", func(ctx context.Context) error { _, err := h.s.Due(ctx, later, 10); return err }},
 			{"ReadLog", func(ctx context.Context) error { _, err := h.s.ReadLog(ctx, id, 0, 10); return err }},
 			{"LogHeads", func(ctx context.Context) error { _, err := h.s.LogHeads(ctx, []string{id, fresh}); return err }},

@@ -9,14 +9,14 @@ import (
 
 func (h *harness) delete(id string, expected, floor uint64) {
 	h.t.Helper()
-	if err := h.s.Delete(h.ctx, id, expected, floor); err != nil {
+	if err := h.s.Delete(h.ctx, store.Deletion{ID: id, Expected: expected, Floor: floor}); err != nil {
 		h.t.Fatalf("Delete(%q, %d, %d) = %v, want nil", id, expected, floor, err)
 	}
 }
 
 func (h *harness) deleteErr(id string, expected, floor uint64, want error) {
 	h.t.Helper()
-	if err := h.s.Delete(h.ctx, id, expected, floor); !errors.Is(err, want) {
+	if err := h.s.Delete(h.ctx, store.Deletion{ID: id, Expected: expected, Floor: floor}); !errors.Is(err, want) {
 		h.t.Fatalf("Delete(%q, %d, %d) = %s, want %v", id, expected, floor, describe(err), want)
 	}
 }

@@ -227,7 +227,7 @@ func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bo
 					expected = genWrong(rt, right)
 				}
 				floor := rapid.Uint64Range(0, right+3).Draw(rt, "floor")
-				err := s.Delete(ctx, id, expected, floor)
+				err := s.Delete(ctx, store.Deletion{ID: id, Expected: expected, Floor: floor})
 				_, exists := m.records[id]
 				switch {
 				case !exists:

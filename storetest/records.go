@@ -120,7 +120,7 @@ func checkReadAfterWrite(h *harness) {
 		exists[id] = true
 		h.expectRecord(store.Record{ID: id, Version: version[id], Data: data, Deadline: dl})
 		if i == 8 {
-			if err := h.s.Delete(h.ctx, id, version[id], 0); err != nil {
+			if err := h.s.Delete(h.ctx, store.Deletion{ID: id, Expected: version[id]}); err != nil {
 				h.t.Fatalf("Delete(%q, %d, 0) = %v, want nil", id, version[id], err)
 			}
 			exists[id] = false
@@ -206,7 +206,7 @@ func checkInvalid(h *harness) {
 	if _, err := h.s.Load(h.ctx, ""); !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrNotFound) {
 		h.t.Errorf("Load(\"\") = %s, want %v or %v", describe(err), store.ErrInvalid, store.ErrNotFound)
 	}
-	if err := h.s.Delete(h.ctx, "", 0, 0); !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrNotFound) {
+	if err := h.s.Delete(h.ctx, store.Deletion{ID: "", Expected: 0}); !errors.Is(err, store.ErrInvalid) && !errors.Is(err, store.ErrNotFound) {
 		h.t.Errorf("Delete(\"\", 0, 0) = %s, want %v or %v", describe(err), store.ErrInvalid, store.ErrNotFound)
 	}
 	h.unchanged(before, "invalid calls")
@@ -440,7 +440,7 @@ func checkOpaqueIDs(h *harness) {
 	}
 
 	// Deleting one leaves its prefixes and extensions alone.
-	if err := h.s.Delete(h.ctx, "a", 1, 0); err != nil {
+	if err := h.s.Delete(h.ctx, store.Deletion{ID: "a", Expected: 1}); err != nil {
 		h.t.Fatalf("Delete(\"a\", 1, 0) = %v, want nil", err)
 	}
 	h.loadMissing("a", []byte("data of a"))

@@ -801,7 +801,8 @@ func (s *simpleStore) notify(c store.Change) {
 	}
 }
 
-func (s *simpleStore) Delete(ctx context.Context, id string, expected, floor uint64) error {
+func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
+	id, expected, floor := d.ID, d.Expected, d.Floor
 	if err := s.ctxErr(ctx); err != nil {
 		return err
 	}

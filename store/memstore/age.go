@@ -18,21 +18,33 @@ import (
 // meets one. Keys along one lobby's log never decrease (see appendLog), so
 // trimming by age always removes a prefix of a lobby's log.
 
-// ageItem is one lobby in the age index.
+//
+// The same heap type, keyed by Deletion.Keep, holds the tombstones whose
+// deleter asked them to be kept to a time. An item there is stale when its
+// lobby was written (or deleted with another Keep) since; TrimLog checks
+// the lobby itself before it drops anything.
+
+// ageItem is one lobby in a timeHeap.
 type ageItem struct {
 	key instant
 	e   *entry
 }
 
-// ageIndex is the heap and its locks. Lock order: a shard's lock before
-// mu; trim before either.
-type ageIndex struct {
-	mu   sync.Mutex // guards h
-	h    []ageItem
-	trim sync.Mutex // one TrimLog at a time
+// timeHeap is a min-heap of lobbies by time. Lock order: a shard's lock
+// before mu; ageIndex.trim before either.
+type timeHeap struct {
+	mu sync.Mutex // guards h
+	h  []ageItem
 }
 
-func (a *ageIndex) push(x ageItem) {
+// ageIndex is the age heap and the lock that lets one TrimLog run at a
+// time.
+type ageIndex struct {
+	timeHeap
+	trim sync.Mutex
+}
+
+func (a *timeHeap) push(x ageItem) {
 	a.mu.Lock()
 	a.h = append(a.h, x)
 	h := a.h
@@ -50,7 +62,7 @@ func (a *ageIndex) push(x ageItem) {
 // popBefore removes and returns the item with the earliest key if that key
 // is before cutoff, together with the key of the item that is then
 // earliest (ok2 false if none). The caller holds a.mu.
-func (a *ageIndex) popBefore(cutoff instant) (x ageItem, next instant, ok, ok2 bool) {
+func (a *timeHeap) popBefore(cutoff instant) (x ageItem, next instant, ok, ok2 bool) {
 	h := a.h
 	if len(h) == 0 || !h[0].key.before(cutoff) {
 		return ageItem{}, instant{}, false, false
@@ -85,15 +97,21 @@ func (a *ageIndex) popBefore(cutoff instant) (x ageItem, next instant, ok, ok2 b
 }
 
 // TrimLog removes up to limit log entries whose Write.At is more than the
-// retention's Age before now, oldest first, and returns how many it
-// removed. Within a lobby, entries go in position order: an entry whose
+// retention's Age before now, oldest first, and drops the tombstones due at
+// now: those without entries left whose Deletion.Keep is zero or at or
+// before now. Within a lobby, entries go in position order: an entry whose
 // At is earlier than that of an entry before it counts as being as old as
-// that one. A tombstone whose last entry goes is dropped and its floor
-// folds into the store-wide floor. Without an Age bound it returns 0. A
-// limit below 1 is store.ErrInvalid.
+// that one. A dropped tombstone's floor and At fold into the store-wide
+// floor. Without an Age bound it removes no entry but still drops the
+// tombstones whose Keep has come.
 //
-// Its cost is O(log L) per lobby it touches for L lobbies with kept
-// entries, plus one step per entry removed.
+// It returns the entries removed plus the tombstones dropped for their Keep
+// with no entry left to remove (one whose last entry this call removes is
+// counted with that entry), at most limit in all. A limit below 1 is
+// store.ErrInvalid.
+//
+// Its cost is O(log L) per lobby it touches for L lobbies with kept entries
+// or Keep times, plus one step per entry removed.
 func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -101,13 +119,46 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 	if limit <= 0 {
 		return 0, fmt.Errorf("%w: limit %d", store.ErrInvalid, limit)
 	}
-	if s.age <= 0 {
-		return 0, nil
+	s.aged.trim.Lock()
+	defer s.aged.trim.Unlock()
+	removed := 0
+	at := instantOf(now)
+	if s.age > 0 {
+		removed = s.trimAged(instantOf(now.Add(-s.age)), at, limit)
 	}
-	cutoff := instantOf(now.Add(-s.age))
+	// Keep items due at now: their key is at or before now, so before the
+	// instant one nanosecond later.
+	after := instant{sec: at.sec, nsec: at.nsec + 1}
+	if after.nsec == 1e9 {
+		after = instant{sec: at.sec + 1}
+	}
+	for removed < limit {
+		s.kept.mu.Lock()
+		x, _, ok, _ := s.kept.popBefore(after)
+		s.kept.mu.Unlock()
+		if !ok {
+			break
+		}
+		e := x.e
+		sh := s.shardOf(e.id)
+		sh.mu.Lock()
+		// A stale item (the lobby was folded, written or deleted again
+		// since) is just dropped; a tombstone that still has entries goes
+		// when TrimLog removes its last one.
+		if sh.entries[e.id] == e && e.hasKeep && e.keep == x.key && e.foldable(at) {
+			s.fold(sh, e)
+			removed++
+		}
+		sh.mu.Unlock()
+	}
+	return removed, nil
+}
+
+// trimAged removes up to limit entries whose age key is before cutoff and
+// returns how many. A tombstone whose last entry goes is dropped unless its
+// Keep is after now. The caller holds s.aged.trim.
+func (s *Store) trimAged(cutoff, now instant, limit int) int {
 	a := &s.aged
-	a.trim.Lock()
-	defer a.trim.Unlock()
 	removed := 0
 	for removed < limit {
 		a.mu.Lock()
@@ -139,11 +190,11 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 			a.push(ageItem{key: l.oldest().key, e: e})
 		} else {
 			l.aged = false
-			if !e.present {
+			if e.foldable(now) {
 				s.fold(sh, e)
 			}
 		}
 		sh.mu.Unlock()
 	}
-	return removed, nil
+	return removed
 }

@@ -274,7 +274,7 @@ func (s *Store) CommitLog(ctx context.Context, name, id string, after uint64) er
 			x = l.cursors[c.idx]
 		}
 	} else {
-		head = s.floor.Load()
+		head = s.floor()
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

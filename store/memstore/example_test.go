@@ -40,7 +40,7 @@ func Example() {
 
 	// Reclaim, then create again above the floor. The tombstone lasts
 	// while the log has entries.
-	_ = s.Delete(ctx, "lobby-1", 1, 5)
+	_ = s.Delete(ctx, store.Deletion{ID: "lobby-1", Expected: 1, Floor: 5})
 	r, err = s.Load(ctx, "lobby-1")
 	fmt.Println(errors.Is(err, store.ErrNotFound), r.Version, string(r.Data))
 	_ = s.Write(ctx, store.Write{ID: "lobby-1", Expected: r.Version, Data: []byte("carol")})

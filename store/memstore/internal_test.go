@@ -64,7 +64,7 @@ func TestIndexStaysConsistent(t *testing.T) {
 	for step := range 20000 {
 		id := fmt.Sprintf("l%d", rng.IntN(500))
 		if _, ok := deadline[id]; ok && rng.IntN(10) == 0 {
-			if err := s.Delete(ctx, id, version[id], 0); err != nil {
+			if err := s.Delete(ctx, store.Deletion{ID: id, Expected: version[id]}); err != nil {
 				t.Fatal(err)
 			}
 			delete(deadline, id)
@@ -196,7 +196,7 @@ func TestConcurrentLogUse(t *testing.T) {
 					}
 				case 2:
 					if r, err := s.Load(ctx, id); err == nil {
-						_ = s.Delete(ctx, id, r.Version, r.Version+uint64(rng.IntN(2)))
+						_ = s.Delete(ctx, store.Deletion{ID: id, Expected: r.Version, Floor: r.Version + uint64(rng.IntN(2))})
 					}
 				case 3:
 					if _, err := s.TrimLog(ctx, now, 1+rng.IntN(5)); err != nil {

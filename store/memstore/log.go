@@ -167,7 +167,7 @@ func (s *Store) ReadLog(ctx context.Context, id string, after uint64, limit int)
 	defer sh.mu.Unlock()
 	e := sh.entries[id]
 	if e == nil {
-		if g := s.floor.Load(); after < g {
+		if g := s.floor(); after < g {
 			return nil, &store.CompactedError{Lobby: id, After: after, Trimmed: g}
 		}
 		return nil, nil

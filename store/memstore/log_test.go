@@ -42,7 +42,7 @@ func (w writer) delete(id string, floor uint64) {
 	if err != nil {
 		w.t.Fatalf("Load(%q) = %v", id, err)
 	}
-	if err := w.s.Delete(ctx, id, r.Version, floor); err != nil {
+	if err := w.s.Delete(ctx, store.Deletion{ID: id, Expected: r.Version, Floor: floor}); err != nil {
 		w.t.Fatalf("Delete(%q, %d, %d) = %v", id, r.Version, floor, err)
 	}
 }

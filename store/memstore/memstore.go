@@ -134,13 +134,15 @@ type Store struct {
 	entries int           // log entries kept per lobby; 0 for no bound
 	age     time.Duration // how long entries are kept; 0 for no bound
 
-	// floor is the store-wide floor: the highest floor of a tombstone
-	// folded so far. It only grows, and a fold raises it while holding the
-	// lock of the tombstone's shard, before the tombstone goes.
-	floor atomic.Uint64
+	// wide is the store-wide floor: the highest floor and the latest At of
+	// the tombstones folded so far. Neither part ever goes down, and a fold
+	// raises them while holding the lock of the tombstone's shard, before
+	// the tombstone goes. It is never nil.
+	wide atomic.Pointer[wideFloor]
 
 	shards [numShards]shard
 	aged   ageIndex
+	kept   timeHeap // tombstones with a Deletion.Keep, by Keep; guarded by its own lock
 	cons   consumers
 	feeds  feeds
 }
@@ -172,7 +174,40 @@ type entry struct {
 	heapIdx int32     // index in shard.due, or -1
 	present bool      // false for a tombstone
 	claimed bool
+	// In a tombstone: Deletion.At, and Deletion.Keep if hasKeep. A
+	// tombstone with hasKeep has an item in Store.kept keyed by keep.
+	at      instant
+	keep    instant
+	hasKeep bool
 }
+
+// wideFloor is one value of the store-wide floor.
+type wideFloor struct {
+	version uint64
+	at      instant // the latest At folded, valid if hasAt
+	hasAt   bool
+}
+
+// raised returns w raised to a tombstone's floor and At.
+func (w *wideFloor) raised(version uint64, at instant) *wideFloor {
+	r := *w
+	r.version = max(r.version, version)
+	if !r.hasAt || r.at.before(at) {
+		r.at, r.hasAt = at, true
+	}
+	return &r
+}
+
+// atTime returns the folded At as Load reports it.
+func (w *wideFloor) atTime() time.Time {
+	if !w.hasAt {
+		return time.Time{}
+	}
+	return w.at.time()
+}
+
+// floor returns the store-wide floor's version.
+func (s *Store) floor() uint64 { return s.wide.Load().version }
 
 // instant is a time reduced to what orders it: seconds and nanoseconds since
 // the Unix epoch, independent of location and monotonic reading.
@@ -205,6 +240,7 @@ func New(opts ...Option) *Store {
 	for i := range s.shards {
 		s.shards[i].entries = make(map[string]*entry)
 	}
+	s.wide.Store(&wideFloor{})
 	return s
 }
 
@@ -217,10 +253,11 @@ func (s *Store) shardIndex(id string) uint8 {
 }
 
 // Load returns a copy of the lobby's record. If the lobby has no record it
-// returns store.ErrNotFound with a Record holding the ID, its floor and,
-// while a tombstone lasts, the deleted record's data; without a tombstone
-// the floor is the store-wide one (0 until a tombstone folded). An empty ID
-// is store.ErrInvalid.
+// returns store.ErrNotFound with a Record holding the ID, its floor and At
+// and, while a tombstone lasts, the deleted record's data; without a
+// tombstone the floor and At are the store-wide ones (0 and the zero time
+// until a tombstone folded). A record that exists has a zero At. An empty
+// ID is store.ErrInvalid.
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
@@ -234,9 +271,10 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	if e == nil || !e.present {
 		rec := store.Record{ID: id}
 		if e != nil {
-			rec.Version, rec.Data = e.version, clone(e.data)
+			rec.Version, rec.Data, rec.At = e.version, clone(e.data), e.at.time()
 		} else {
-			rec.Version = s.floor.Load()
+			w := s.wide.Load()
+			rec.Version, rec.At = w.version, w.atTime()
 		}
 		sh.mu.Unlock()
 		return rec, store.ErrNotFound
@@ -319,7 +357,7 @@ func (s *Store) write(w *store.Write) error {
 	if e != nil {
 		current = e.version
 	} else {
-		current = s.floor.Load()
+		current = s.floor()
 	}
 	if current != w.Expected {
 		sh.mu.Unlock()
@@ -339,6 +377,7 @@ func (s *Store) write(w *store.Write) error {
 	}
 	e.version = version
 	e.present = true
+	e.at, e.hasKeep = instant{}, false // a Keep item left in s.kept is stale now
 	e.data = copyInto(e.data, w.Data)
 	e.claimed = false
 	sh.setDeadline(e, w.Deadline)
@@ -352,47 +391,60 @@ func (s *Store) write(w *store.Write) error {
 }
 
 // Delete removes the lobby's record and deadline if its version equals
-// expected, keeping max(expected, floor) as the ID's floor. The log stays:
-// while it has entries, a tombstone keeps the floor and the record's data;
-// without entries the floor folds into the store-wide floor at once. It
-// returns store.ErrNotFound if there is no record, store.ErrConflict if the
-// version differs (in both cases changing nothing), and store.ErrInvalid
-// for an empty ID.
-func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
+// d.Expected, keeping max(d.Expected, d.Floor) as the ID's floor and d.At as
+// its At. The log stays. The tombstone keeps the floor, At and the record's
+// data while the log has entries and, if d.Keep is set, until a TrimLog at
+// or after d.Keep; when neither holds it (no entries and no Keep) the
+// tombstone folds into the store-wide floor at once. It returns
+// store.ErrNotFound if there is no record, store.ErrConflict if the version
+// differs (in both cases changing nothing), and store.ErrInvalid for an
+// empty ID.
+func (s *Store) Delete(ctx context.Context, d store.Deletion) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if id == "" {
-		return errEmptyID
+	if err := d.Validate(); err != nil {
+		return err
 	}
-	sh := s.shardOf(id)
+	sh := s.shardOf(d.ID)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	e := sh.entries[id]
+	e := sh.entries[d.ID]
 	if e == nil || !e.present {
-		return fmt.Errorf("%w: lobby %q", store.ErrNotFound, id)
+		return fmt.Errorf("%w: lobby %q", store.ErrNotFound, d.ID)
 	}
-	if e.version != expected {
-		return fmt.Errorf("%w: lobby %q is at version %d, not %d", store.ErrConflict, id, e.version, expected)
+	if e.version != d.Expected {
+		return fmt.Errorf("%w: lobby %q is at version %d, not %d", store.ErrConflict, d.ID, e.version, d.Expected)
 	}
 	e.present = false
 	e.claimed = false
-	e.version = max(expected, floor)
+	e.version = max(d.Expected, d.Floor)
+	e.at = instantOf(d.At)
+	e.hasKeep = !d.Keep.IsZero()
 	sh.setDeadline(e, time.Time{})
-	if e.log == nil || e.log.n == 0 {
+	if e.hasKeep {
+		e.keep = instantOf(d.Keep)
+		s.kept.push(ageItem{key: e.keep, e: e})
+	} else if e.log == nil || e.log.n == 0 {
 		s.fold(sh, e)
 	}
 	return nil
 }
 
+// foldable reports whether the tombstone e may go at now: it has no log
+// entries left and no Keep after now. The caller holds e's shard lock.
+func (e *entry) foldable(now instant) bool {
+	return !e.present && (e.log == nil || e.log.n == 0) && (!e.hasKeep || !now.before(e.keep))
+}
+
 // fold drops the tombstone e, whose log is empty, after raising the
-// store-wide floor to its floor. Cursors of consumers that had not caught
-// up with the lobby stay with their consumers, so they still learn that
-// entries were trimmed. The caller holds sh.mu.
+// store-wide floor to its floor and At. Cursors of consumers that had not
+// caught up with the lobby stay with their consumers, so they still learn
+// that entries were trimmed. The caller holds sh.mu.
 func (s *Store) fold(sh *shard, e *entry) {
 	for {
-		g := s.floor.Load()
-		if e.version <= g || s.floor.CompareAndSwap(g, e.version) {
+		w := s.wide.Load()
+		if s.wide.CompareAndSwap(w, w.raised(e.version, e.at)) {
 			break
 		}
 	}

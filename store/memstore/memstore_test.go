@@ -84,7 +84,7 @@ func TestMemstoreInvalid(t *testing.T) {
 	if err := s.Write(ctx, store.Write{ID: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "x", 1, math.MaxUint64); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "x", Expected: 1, Floor: math.MaxUint64}); err != nil {
 		t.Fatal(err)
 	}
 	// No version follows the largest floor.
@@ -94,7 +94,7 @@ func TestMemstoreInvalid(t *testing.T) {
 	if _, err := s.Load(ctx, ""); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Load(\"\") = %v, want %v", err, store.ErrInvalid)
 	}
-	if err := s.Delete(ctx, "", 0, 0); !errors.Is(err, store.ErrInvalid) {
+	if err := s.Delete(ctx, store.Deletion{ID: "", Expected: 0}); !errors.Is(err, store.ErrInvalid) {
 		t.Errorf("Delete(\"\") = %v, want %v", err, store.ErrInvalid)
 	}
 	for _, hold := range []time.Duration{0, -time.Second} {

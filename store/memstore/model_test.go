@@ -226,13 +226,13 @@ func TestAgainstModel(t *testing.T) {
 			}
 		case op < 58: // delete
 			if !m.present {
-				if err := s.Delete(ctx, id, m.version, 0); !errors.Is(err, store.ErrNotFound) {
+				if err := s.Delete(ctx, store.Deletion{ID: id, Expected: m.version}); !errors.Is(err, store.ErrNotFound) {
 					t.Fatalf("step %d: Delete(%s) without record = %v", step, id, err)
 				}
 				continue
 			}
 			f := m.version + uint64(rng.IntN(3))
-			if err := s.Delete(ctx, id, m.version, f); err != nil {
+			if err := s.Delete(ctx, store.Deletion{ID: id, Expected: m.version, Floor: f}); err != nil {
 				t.Fatalf("step %d: Delete(%s) = %v", step, id, err)
 			}
 			m.present, m.version = false, f

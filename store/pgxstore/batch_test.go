@@ -426,7 +426,7 @@ func TestDeleteRetriesDeadlock(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := make(chan error, 1)
-	go func() { res <- s.Delete(ctx, "b", 1, 0) }()
+	go func() { res <- s.Delete(ctx, store.Deletion{ID: "b", Expected: 1}) }()
 	waitForLockWaiters(t, s, 1) // Delete holds b's row, waits for the floor
 	if _, err := tx.Exec(ctx, s.sql(`SELECT FROM _S_.lobbies WHERE id = 'b' FOR UPDATE`)); err != nil {
 		t.Fatalf("locking b after the floor: %v", err)

@@ -238,7 +238,7 @@ func TestBlockedCallsHonourContext(t *testing.T) {
 		"Write": func(ctx context.Context) error {
 			return s.Write(ctx, store.Write{ID: "l", Expected: 1, Data: []byte("v2")})
 		},
-		"Delete": func(ctx context.Context) error { return s.Delete(ctx, "l", 1, 0) },
+		"Delete": func(ctx context.Context) error { return s.Delete(ctx, store.Deletion{ID: "l", Expected: 1}) },
 	} {
 		cctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		start := time.Now()

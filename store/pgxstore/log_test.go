@@ -168,7 +168,7 @@ func TestTrimLogByAge(t *testing.T) {
 	write(t, s, store.Write{ID: "a", At: t0, Effects: []byte("a1")})
 	write(t, s, store.Write{ID: "b", At: t0.Add(time.Minute), Effects: []byte("b1")})
 	write(t, s, store.Write{ID: "a", Expected: 1, At: t0.Add(2 * time.Minute), Effects: []byte("a2")})
-	if err := s.Delete(ctx, "b", 1, 9); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "b", Expected: 1, Floor: 9}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := s.Load(ctx, "b"); !errors.Is(err, store.ErrNotFound) || r.Version != 9 {
@@ -236,10 +236,10 @@ func TestDeleteWithoutLogFolds(t *testing.T) {
 	ctx := ctxT(t)
 	write(t, s, store.Write{ID: "x", Data: []byte("x")})
 	write(t, s, store.Write{ID: "y", Data: []byte("y")})
-	if err := s.Delete(ctx, "x", 1, 50); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "x", Expected: 1, Floor: 50}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "y", 1, 7); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "y", Expected: 1, Floor: 7}); err != nil {
 		t.Fatal(err)
 	}
 	var rows int
@@ -251,15 +251,15 @@ func TestDeleteWithoutLogFolds(t *testing.T) {
 			t.Fatalf("Load(%q) = %+v, %v; want floor 50 without data", id, r, err)
 		}
 	}
-	if err := s.Delete(ctx, "x", 50, 0); !errors.Is(err, store.ErrNotFound) {
+	if err := s.Delete(ctx, store.Deletion{ID: "x", Expected: 50}); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("Delete without a record = %v, want ErrNotFound", err)
 	}
 	// With a log entry the tombstone stays, with its data.
 	write(t, s, store.Write{ID: "x", Expected: 50, Data: []byte("x2"), Effects: []byte("e")})
-	if err := s.Delete(ctx, "x", 50, 0); !errors.Is(err, store.ErrConflict) {
+	if err := s.Delete(ctx, store.Deletion{ID: "x", Expected: 50}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("Delete at the wrong version = %v, want ErrConflict", err)
 	}
-	if err := s.Delete(ctx, "x", 51, 0); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "x", Expected: 51}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := s.Load(ctx, "x"); !errors.Is(err, store.ErrNotFound) || r.Version != 51 || string(r.Data) != "x2" {
@@ -282,7 +282,7 @@ func TestPositionsAcrossTheSignBit(t *testing.T) {
 	ctx := ctxT(t)
 	write(t, s, store.Write{ID: "x", Effects: []byte("1")})
 	const half = uint64(1) << 63
-	if err := s.Delete(ctx, "x", 1, half-2); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "x", Expected: 1, Floor: half - 2}); err != nil {
 		t.Fatal(err)
 	}
 	v := half - 2
@@ -598,7 +598,7 @@ func TestConcurrentLogWork(t *testing.T) {
 				n++
 				if n == perLobby/2 && l%2 == 0 {
 					// Delete and recreate half of them on the way.
-					if err := s.Delete(ctx, id, v, 0); err != nil {
+					if err := s.Delete(ctx, store.Deletion{ID: id, Expected: v}); err != nil {
 						errs <- err
 						return
 					}
@@ -805,7 +805,7 @@ func TestFoldDropsIdleCursors(t *testing.T) {
 	if err := s.CommitLog(ctx, "done", "l", 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "l", 1, 0); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "l", Expected: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.TrimLog(ctx, t0.Add(time.Hour), 10); err != nil || n != 1 {
@@ -842,7 +842,7 @@ func TestFoldDropsIdleCursors(t *testing.T) {
 	if n, err := s.TrimLog(ctx, t0.Add(time.Hour), 10); err != nil || n != 1 {
 		t.Fatalf("TrimLog = %d, %v; want 1", n, err)
 	}
-	if err := s.Delete(ctx, "m", 2, 0); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "m", Expected: 2}); err != nil {
 		t.Fatal(err)
 	}
 	var left int

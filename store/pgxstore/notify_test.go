@@ -134,7 +134,7 @@ func TestOnlyLogWritesNotify(t *testing.T) {
 			t.Fatalf("write %d = %v, want %v", i, err, x.wantErr)
 		}
 	}
-	if err := s.Delete(ctx, "hb", 4, 0); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "hb", Expected: 4}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.pool.Exec(ctx, "SELECT pg_notify($1, 'marker')", s.channel); err != nil {

@@ -259,7 +259,8 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 // changes nothing. It is one round trip, run again (at most three more
 // times) if PostgreSQL aborts it to break a deadlock with a
 // [Store.WriteBatch], which rolls it back.
-func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
+func (s *Store) Delete(ctx context.Context, d store.Deletion) error {
+	id, expected, floor := d.ID, d.Expected, d.Floor
 	if err := ctx.Err(); err != nil {
 		return err
 	}

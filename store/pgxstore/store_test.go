@@ -170,7 +170,7 @@ func TestOddSchemaName(t *testing.T) {
 	if c, err := s.ClaimLog(ctx, "c", at, 10, time.Second); err != nil || len(c) != 1 || c[0] != (store.Cursor{Lobby: "l"}) {
 		t.Errorf("ClaimLog = %v, %v; want lobby l after 0", c, err)
 	}
-	if err := s.Delete(ctx, "l", 2, 0); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "l", Expected: 2}); err != nil {
 		t.Fatalf("Delete = %v", err)
 	}
 	receiveChange(t, feed, store.Change{Lobby: "l", Version: 2}, "Writes in an oddly named schema")
@@ -185,7 +185,7 @@ func TestFullUint64Range(t *testing.T) {
 	if err := s.Write(ctx, store.Write{ID: "v", Data: []byte("1")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Delete(ctx, "v", 1, top-1); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "v", Expected: 1, Floor: top - 1}); err != nil {
 		t.Fatalf("Delete with floor MaxUint64-1 = %v", err)
 	}
 	if r, err := s.Load(ctx, "v"); !errors.Is(err, store.ErrNotFound) || r.Version != top-1 {
@@ -224,7 +224,7 @@ func TestFullUint64Range(t *testing.T) {
 	}
 	// Deleting it folds nothing (the log keeps the entry); with the floor
 	// passed as MaxUint64 the tombstone keeps that.
-	if err := s.Delete(ctx, "v", top, 0); err != nil {
+	if err := s.Delete(ctx, store.Deletion{ID: "v", Expected: top}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := s.Load(ctx, "v"); !errors.Is(err, store.ErrNotFound) || r.Version != top {
@@ -370,7 +370,7 @@ func TestUnreachableServer(t *testing.T) {
 		"migrate":           func() error { return s.Migrate(ctx) },
 		"load":              func() error { _, err := s.Load(ctx, "x"); return err },
 		"write":             func() error { return s.Write(ctx, store.Write{ID: "x"}) },
-		"delete":            func() error { return s.Delete(ctx, "x", 1, 0) },
+		"delete":            func() error { return s.Delete(ctx, store.Deletion{ID: "x", Expected: 1}) },
 		"due":               func() error { _, err := s.Due(ctx, time.Now(), 1); return err },
 		"claim":             func() error { _, err := s.Claim(ctx, time.Now(), 1, time.Second); return err },
 		"read log":          func() error { _, err := s.ReadLog(ctx, "x", 0, 1); return err },

@@ -257,7 +257,7 @@ func testTombstoneFolds(t *testing.T, newStore storeFactory) {
 	s := newStore(t, redisstore.WithRetention(store.Retention{Age: time.Minute}))
 	mustWrite(t, s, store.Write{ID: "gone", Data: []byte("d1"), At: t0, Effects: []byte("e1")})
 	mustWrite(t, s, store.Write{ID: "gone", Expected: 1, Data: []byte("d2"), At: t0})
-	if err := s.Delete(t.Context(), "gone", 2, 40); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "gone", Expected: 2, Floor: 40}); err != nil {
 		t.Fatal(err)
 	}
 	r, err := s.Load(t.Context(), "gone")
@@ -297,7 +297,7 @@ func testTombstoneFolds(t *testing.T, newStore storeFactory) {
 func testDeleteWithoutLog(t *testing.T, newStore storeFactory) {
 	s := newStore(t, redisstore.WithShards(1))
 	mustWrite(t, s, store.Write{ID: "a", Data: []byte("x")})
-	if err := s.Delete(t.Context(), "a", 1, 7); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "a", Expected: 1, Floor: 7}); err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range []string{"a", "never-written"} {
@@ -308,17 +308,17 @@ func testDeleteWithoutLog(t *testing.T, newStore storeFactory) {
 	}
 	wantCompacted(t, s, "never-written", 6, 7)
 	mustWrite(t, s, store.Write{ID: "b", Expected: 7})
-	if err := s.Delete(t.Context(), "b", 8, 0); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "b", Expected: 8}); err != nil {
 		t.Fatal(err)
 	}
 	mustWrite(t, s, store.Write{ID: "c", Expected: 8})
-	if err := s.Delete(t.Context(), "c", 9, 3); err != nil { // a lower floor argument
+	if err := s.Delete(t.Context(), store.Deletion{ID: "c", Expected: 9, Floor: 3}); err != nil { // a lower floor argument
 		t.Fatal(err)
 	}
 	if r, err := s.Load(t.Context(), "a"); !errors.Is(err, store.ErrNotFound) || r.Version != 9 {
 		t.Errorf("Load(a) after more folds = %+v, %v; want floor 9", r, err)
 	}
-	if err := s.Delete(t.Context(), "a", 9, 0); !errors.Is(err, store.ErrNotFound) {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "a", Expected: 9}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("Delete without a record = %v, want %v", err, store.ErrNotFound)
 	}
 }
@@ -329,7 +329,7 @@ func testLargestPositions(t *testing.T, newStore storeFactory) {
 	s := newStore(t, redisstore.WithRetention(store.Retention{Entries: 2}))
 	const top = math.MaxUint64
 	mustWrite(t, s, store.Write{ID: "x", At: t0, Effects: []byte("1")})
-	if err := s.Delete(t.Context(), "x", 1, top-3); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "x", Expected: 1, Floor: top - 3}); err != nil {
 		t.Fatal(err)
 	}
 	for v := uint64(top - 3); v < top; v++ {
@@ -600,7 +600,7 @@ func testConsumerAfterFold(t *testing.T, newStore storeFactory) {
 	}
 	mustWrite(t, s, store.Write{ID: "f", At: t0, Effects: []byte("1")})
 	commitLog(t, s, "done", "f", 1)
-	if err := s.Delete(t.Context(), "f", 1, 10); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "f", Expected: 1, Floor: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := s.TrimLog(t.Context(), t0.Add(time.Hour), 10); err != nil || n != 1 {

@@ -300,7 +300,8 @@ func (s *Store) writeCall(w *store.Write) (keys, args []string) {
 // error in that second step says so: the delete itself has happened. It returns store.ErrNotFound if there is no record and
 // store.ErrConflict if the version differs, changing nothing in both cases;
 // an empty ID is store.ErrInvalid.
-func (s *Store) Delete(ctx context.Context, id string, expected, floor uint64) error {
+func (s *Store) Delete(ctx context.Context, d store.Deletion) error {
+	id, expected, floor := d.ID, d.Expected, d.Floor
 	if err := ctx.Err(); err != nil {
 		return err
 	}

@@ -221,7 +221,7 @@ func TestRestartMidTraffic(t *testing.T) {
 	calls := map[string]func(ctx context.Context) error{
 		"Load":    func(ctx context.Context) error { _, err := s.Load(ctx, "w0"); return err },
 		"Write":   func(ctx context.Context) error { return s.Write(ctx, store.Write{ID: "down", Data: []byte("x")}) },
-		"Delete":  func(ctx context.Context) error { return s.Delete(ctx, "w0", 1, 0) },
+		"Delete":  func(ctx context.Context) error { return s.Delete(ctx, store.Deletion{ID: "w0", Expected: 1}) },
 		"Due":     func(ctx context.Context) error { _, err := s.Due(ctx, t0, 10); return err },
 		"Claim":   func(ctx context.Context) error { _, err := s.Claim(ctx, t0, 10, time.Second); return err },
 		"ReadLog": func(ctx context.Context) error { _, err := s.ReadLog(ctx, "w0", 0, 10); return err },
@@ -310,7 +310,7 @@ func TestRestartWithAOF(t *testing.T) {
 		mustWrite(t, s, store.Write{ID: "kept", Expected: v, Data: []byte("v" + strconv.Itoa(int(v+1))), Deadline: t0,
 			At: t0, Effects: []byte("e" + strconv.Itoa(int(v+1)))})
 	}
-	if err := s.Delete(t.Context(), "kept", 5, 9); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "kept", Expected: 5, Floor: 9}); err != nil {
 		t.Fatal(err)
 	}
 	srv.kill()

@@ -158,7 +158,7 @@ func TestKeyLayout(t *testing.T) {
 		mustWrite(t, s, store.Write{ID: id, Expected: 1, Deadline: t0, At: t0, Effects: []byte("e")})
 	}
 	mustWrite(t, s, store.Write{ID: "gone", Deadline: t0})
-	if err := s.Delete(t.Context(), "gone", 1, 5); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "gone", Expected: 1, Floor: 5}); err != nil {
 		t.Fatal(err)
 	}
 	keys := scanKeys(t, t.Context(), c, prefix)

@@ -316,10 +316,10 @@ type deleteSignal struct {
 	deleted chan string
 }
 
-func (d deleteSignal) Delete(ctx context.Context, id string, expected, floor uint64) error {
-	err := d.Store.Delete(ctx, id, expected, floor)
+func (d deleteSignal) Delete(ctx context.Context, del store.Deletion) error {
+	err := d.Store.Delete(ctx, del)
 	if err == nil {
-		d.deleted <- id
+		d.deleted <- del.ID
 	}
 	return err
 }

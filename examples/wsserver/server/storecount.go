@@ -75,9 +75,9 @@ func (c *countingStore) Write(ctx context.Context, w store.Write) error {
 	return c.inner.Write(ctx, w)
 }
 
-func (c *countingStore) Delete(ctx context.Context, id string, expected, floor uint64) error {
+func (c *countingStore) Delete(ctx context.Context, d store.Deletion) error {
 	c.calls["Delete"].Inc()
-	return c.inner.Delete(ctx, id, expected, floor)
+	return c.inner.Delete(ctx, d)
 }
 
 func (c *countingStore) Due(ctx context.Context, now time.Time, limit int) ([]store.Due, error) {
