@@ -278,16 +278,18 @@ func snapshotOf(st *State) Snapshot {
 }
 
 // Reclaim deletes an empty lobby's record from the store, keeping only a
-// floor (and the store's tombstone of the empty lobby) so that a lobby
+// floor and the store's tombstone of the empty lobby, so that a lobby
 // created again under the same ID continues above every revision, join
-// sequence and generation issued before, and never at an earlier time than
-// the last transition before it. Due deadlines
-// are applied first and, if they leave the lobby empty, committed before the
-// delete. It returns ErrNotEmpty if the lobby still has members after them,
-// or holds a kick's block still in force (a lobby created again would
-// forget it), and then commits nothing at all, not even the catch-up. A
-// lobby without a record is already reclaimed: nil. The lobby's effects log
-// is not affected: its entries stay readable for the store's retention.
+// sequence and generation issued before, never runs at an earlier time
+// than the last transition before it, and starts with every kick's block
+// that has not ended by then (the tombstone is kept until the latest block
+// ends). It starts unlocked and without overrides. Due deadlines are
+// applied first and, if they leave the lobby empty, committed before the
+// delete. It returns ErrNotEmpty if the lobby still has members after
+// them, and then commits nothing at all, not even the catch-up; blocks in
+// force do not hold it back. A lobby without a record is already
+// reclaimed: nil. The lobby's effects log is not affected: its entries
+// stay readable for the store's retention.
 func (s *Service) Reclaim(ctx context.Context, id string) error {
 	_, err := s.transact(ctx, id, txn{cmd: Tick(), reclaim: true})
 	return err

@@ -62,15 +62,19 @@ func TestServiceGameCommands(t *testing.T) {
 	if snap.Locked || !snap.Overrides.Has(lobby.OverrideMaxMembers) || snap.Overrides.MaxMembers != 2 || len(snap.Members) != 1 {
 		t.Fatalf("snapshot %+v, want unlocked, capped at 2, one member", snap)
 	}
-	// The block outlives an attempt to reclaim the (empty) lobby.
+	// The empty lobby is reclaimed with a block in force; the block
+	// outlives it.
 	must(t)(a.Leave(ctx, "l", "host"))
-	if err := a.Reclaim(ctx, "l"); !errors.Is(err, lobby.ErrNotEmpty) {
-		t.Fatalf("Reclaim with a block in force: %v, want ErrNotEmpty", err)
+	if err := a.Reclaim(ctx, "l"); err != nil {
+		t.Fatalf("Reclaim with a block in force: %v", err)
+	}
+	if _, err := mem.Load(ctx, "l"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("record after Reclaim: %v, want none", err)
+	}
+	if _, err := b.Join(ctx, "l", "guest", nil); !errors.Is(err, lobby.ErrBlocked) {
+		t.Fatalf("join of the kicked player after reclaim, within the block: %v, want ErrBlocked", err)
 	}
 	clock.Advance(time.Minute)
-	if err := a.Reclaim(ctx, "l"); err != nil {
-		t.Fatalf("Reclaim after the block: %v", err)
-	}
 	res := must(t)(b.Join(ctx, "l", "guest", nil))
 	if res.Revision <= snap.Revision+1 {
 		t.Fatalf("rejoin after reclaim at revision %d, want above %d", res.Revision, snap.Revision+1)
@@ -150,17 +154,19 @@ func TestEmptyLobbyTTL(t *testing.T) {
 	if _, err := mem.Load(ctx, "gone"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("empty lobby after its TTL: %v, want it reclaimed", err)
 	}
-	if _, err := mem.Load(ctx, "blocked"); err != nil {
-		t.Fatalf("an empty lobby with a block in force was reclaimed: %v", err)
+	// Blocks in force do not hold a lobby back: the tombstone keeps them.
+	if _, err := mem.Load(ctx, "blocked"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("empty lobby with a block in force after its TTL: %v, want it reclaimed", err)
 	}
 	if _, err := mem.Load(ctx, "busy"); err != nil {
 		t.Fatalf("a lobby with a member was reclaimed: %v", err)
 	}
-	clock.Advance(4 * time.Minute)
-	sweep(t, svc)
-	if _, err := mem.Load(ctx, "blocked"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("empty lobby after its block ended: %v, want it reclaimed", err)
+	if _, err := svc.Join(ctx, "blocked", "b", nil); !errors.Is(err, lobby.ErrBlocked) {
+		t.Fatalf("the kicked player after its lobby was reclaimed: %v, want ErrBlocked", err)
 	}
+	must(t)(svc.Join(ctx, "blocked", "host", nil))
+	clock.Advance(4 * time.Minute)
+	must(t)(svc.Join(ctx, "blocked", "b", nil))
 	// A lobby created again continues above what it issued.
 	if res := must(t)(svc.Join(ctx, "gone", "a", nil)); res.Revision <= 2 || res.Gen <= 1 || res.JoinSeq <= 1 {
 		t.Fatalf("re-created lobby: %+v, want revision above 2, generation and join sequence above 1", res)

@@ -251,6 +251,106 @@ func TestReclaimKeepsLastTransitionTime(t *testing.T) {
 	}
 }
 
+// TestReclaimKeepsBlocksInForce: a lobby reclaimed while a kick's block is
+// still in force by its own time comes back with that block. The lobby
+// below empties at +2 s (its last member's grace ends) and is reclaimed at
+// +3 s; a block until +2.438 s must still refuse a join from a process
+// whose clock is 1.723 s behind, which runs at +2 s, and so must a lobby
+// that such a process recreates with a Configure. At its end it refuses
+// nobody.
+func TestReclaimKeepsBlocksInForce(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	p := lobby.DefaultPolicy()
+	p.Grace, p.HeartbeatTTL, p.MaxMembers, p.MaxConnectionsPerPlayer = time.Second, time.Second, 2, 1
+	clock := clockwork.NewFakeClockAt(t0)
+	a := newService(t, mem, clock, lobby.WithPolicy(p))
+	must(t)(a.Join(ctx, "l", "p-80", nil))
+	must(t)(a.Join(ctx, "l", "p-41", nil))
+	clock.Advance(800 * time.Millisecond)
+	must(t)(a.Kick(ctx, "l", "", "p-41", 1638*time.Millisecond))
+	clock.Advance(2200 * time.Millisecond)
+	if err := a.Reclaim(ctx, "l"); err != nil {
+		t.Fatalf("Reclaim with a block in force: %v", err)
+	}
+	if _, err := mem.Load(ctx, "l"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("record after Reclaim: %v, want none", err)
+	}
+	behind := clockwork.NewFakeClockAt(t0.Add(3*time.Second - 1723*time.Millisecond))
+	b := newService(t, mem, behind, lobby.WithPolicy(p))
+	if _, err := b.Join(ctx, "l", "p-41", nil); !errors.Is(err, lobby.ErrBlocked) {
+		t.Fatalf("join of the kicked player from a clock behind, after reclaim: %v, want ErrBlocked", err)
+	}
+	res := must(t)(b.Configure(ctx, "l", lobby.Overrides{}.WithMaxMembers(3)))
+	if len(res.Events) != 1 || !res.Events[0].At.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("configure after reclaim: %+v, want one event at the reclaimed lobby's last transition (+2s)", res.Events)
+	}
+	behind.Advance(1160 * time.Millisecond) // +2.437 s
+	if _, err := b.Join(ctx, "l", "p-41", nil); !errors.Is(err, lobby.ErrBlocked) {
+		t.Fatalf("join of the kicked player into the recreated lobby, 1 ms before its block ends: %v, want ErrBlocked", err)
+	}
+	if snap := snapshot(t, b, "l"); snap.Locked || snap.Overrides.MaxMembers != 3 || len(snap.Members) != 0 {
+		t.Fatalf("recreated lobby %+v", snap)
+	}
+	behind.Advance(time.Millisecond)
+	if res := must(t)(b.Join(ctx, "l", "p-41", nil)); res.JoinSeq <= 2 {
+		t.Fatalf("join at the block's end: join sequence %d, want above the reclaimed lobby's", res.JoinSeq)
+	}
+}
+
+// TestFoldedFloorKeepsLastTransitionTime: once a reclaimed lobby's
+// tombstone is trimmed and folds into the store-wide floor, a lobby created
+// under the ID still never runs before the reclaimed lobby's last
+// transition, even from a process whose clock is behind.
+func TestFoldedFloorKeepsLastTransitionTime(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New(memstore.WithRetention(store.Retention{Entries: 1, Age: time.Second}))
+	ahead := clockwork.NewFakeClockAt(t0.Add(10 * time.Second))
+	a := newService(t, mem, ahead)
+	must(t)(a.Join(ctx, "l", "p", nil))
+	must(t)(a.Leave(ctx, "l", "p"))
+	if err := a.Reclaim(ctx, "l"); err != nil {
+		t.Fatalf("Reclaim: %v", err)
+	}
+	if _, err := mem.TrimLog(ctx, t0.Add(time.Hour), 100); err != nil {
+		t.Fatal(err)
+	}
+	if rec, err := mem.Load(ctx, "l"); !errors.Is(err, store.ErrNotFound) || rec.Data != nil || !rec.At.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("after the trim: %+v, %v; want the folded floor at +10s without a tombstone", rec, err)
+	}
+	behind := clockwork.NewFakeClockAt(t0.Add(5 * time.Second))
+	b := newService(t, mem, behind)
+	res := must(t)(b.Join(ctx, "l", "q", nil))
+	if len(res.Events) != 1 || !res.Events[0].At.Equal(t0.Add(10*time.Second)) {
+		t.Fatalf("join over the folded floor from a clock 5 s behind: events %+v, want one at +10s", res.Events)
+	}
+}
+
+// TestReclaimedLobbyStartsUnlocked: a lobby the server locked and
+// configured is reclaimed once empty; created again, it has neither the
+// lock nor the overrides.
+func TestReclaimedLobbyStartsUnlocked(t *testing.T) {
+	ctx := context.Background()
+	mem := memstore.New()
+	clock := clockwork.NewFakeClockAt(t0)
+	a := newService(t, mem, clock)
+	must(t)(a.Join(ctx, "l", "p", nil))
+	must(t)(a.Lock(ctx, "l", "", true))
+	must(t)(a.Configure(ctx, "l", lobby.Overrides{}.WithMaxMembers(1)))
+	must(t)(a.Kick(ctx, "l", "", "p", time.Hour))
+	if err := a.Reclaim(ctx, "l"); err != nil {
+		t.Fatalf("Reclaim: %v", err)
+	}
+	must(t)(a.Join(ctx, "l", "q", nil))
+	must(t)(a.Join(ctx, "l", "r", nil))
+	if snap := snapshot(t, a, "l"); snap.Locked || !snap.Overrides.IsZero() || len(snap.Members) != 2 {
+		t.Fatalf("recreated lobby %+v, want unlocked, no overrides, two members", snap)
+	}
+	if _, err := a.Join(ctx, "l", "p", nil); !errors.Is(err, lobby.ErrBlocked) {
+		t.Fatalf("the kicked player: %v, want ErrBlocked", err)
+	}
+}
+
 // TestErrorsNameNoPlayer: error strings reach logs, so refusals and corrupt
 // records name the lobby and the rule, never a player; the players are
 // fields of the RefusalError.

@@ -288,9 +288,9 @@ func WithWatchPoll(d time.Duration) Option {
 
 // WithEmptyLobbyTTL makes the sweeper reclaim a lobby once it has been
 // empty for d (as Reclaim does: its record goes, its floor stays, so a lobby
-// created again under the ID continues above every number issued before).
-// An empty lobby whose kick blocks are still in force is kept until the
-// last one ends. Without this option (the default) empty lobbies stay until
+// created again under the ID continues above every number issued before,
+// and the blocks still in force stay in the tombstone until they end).
+// Without this option (the default) empty lobbies stay until
 // Reclaim is called. Only lobbies written while the option is set carry the
 // deadline that wakes the sweeper. d must be positive.
 func WithEmptyLobbyTTL(d time.Duration) Option {

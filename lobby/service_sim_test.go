@@ -259,7 +259,7 @@ func (st *simStore) Load(ctx context.Context, id string) (store.Record, error) {
 	}
 	rec, err := st.inner.Load(ctx, id)
 	if op, c := st.top(); op != nil && c.own && (err == nil || errors.Is(err, store.ErrNotFound)) {
-		op.judged = simJudged{ok: true, version: rec.Version, data: rec.Data, found: err == nil}
+		op.judged = simJudged{ok: true, version: rec.Version, data: rec.Data, at: rec.At, found: err == nil}
 		op.wroteLast = false
 	}
 	if f == 2 {
@@ -512,6 +512,7 @@ type simJudged struct {
 	version uint64
 	found   bool
 	data    []byte
+	at      time.Time // Record.At of a lobby without a record
 }
 
 type simOp struct {
@@ -548,7 +549,17 @@ func (s *sim) drawOp() *simOp {
 		}
 		return gs[s.rng.IntN(len(gs))]
 	}
-	switch r := s.rng.IntN(100); {
+	actor := func() string {
+		if s.rng.IntN(3) == 0 {
+			return "" // the server
+		}
+		return simPlayers[s.rng.IntN(len(simPlayers))]
+	}
+	switch r := s.rng.IntN(110); {
+	case r >= 104:
+		op.cmd = Kick(actor(), p, []time.Duration{0, time.Second, 3 * time.Second, time.Minute}[s.rng.IntN(4)])
+	case r >= 100:
+		op.cmd = Lock(actor(), s.rng.IntN(2) == 0)
 	case r < 22:
 		var attrs map[string]string
 		if s.rng.IntN(4) == 0 {
@@ -631,6 +642,7 @@ func runSimForStats(seed uint64) (*sim, error) {
 	p.HeartbeatTTL = []time.Duration{0, 2 * time.Second, 5 * time.Second}[s.rng.IntN(3)]
 	p.MaxMembers = []int{0, 0, 3}[s.rng.IntN(3)]
 	p.MaxConnectionsPerPlayer = []int{0, 0, 1, 2}[s.rng.IntN(4)]
+	p.MaxBlocks = []int{0, 1}[s.rng.IntN(2)]
 	s.policy = p
 	s.claims = s.rng.IntN(2) == 0
 	for i := range 1 + s.rng.IntN(3) {
@@ -721,9 +733,10 @@ func (s *sim) check() error {
 					return fmt.Errorf("lobby %s: delete floor %d below the lobby's floor %d or version %d", id, c.floor, r.state.Floor(), c.version)
 				}
 				r.steps = append(r.steps, simStep{commit: c, at: r.state.Updated})
-				last := r.state.Updated
-				r.state = NewState(id, c.floor)
-				r.state.Updated = last // the tombstone keeps the time
+				// The tombstone keeps the time and the blocks.
+				if r.state, err = reborn(id, store.Record{ID: id, Version: c.floor, Data: EncodeState(r.state), At: r.state.Updated}); err != nil {
+					return err
+				}
 				continue
 			}
 			next, err := DecodeState(c.data)
@@ -845,15 +858,7 @@ func sameRefusal(a, b error) bool {
 // stateAt rebuilds the lobby as stored at a version a command read.
 func (s *sim) stateAt(id string, j simJudged) (*State, error) {
 	if !j.found {
-		st := NewState(id, j.version)
-		if j.data != nil {
-			tomb, err := DecodeState(j.data)
-			if err != nil {
-				return nil, err
-			}
-			st.Updated = tomb.Updated
-		}
-		return st, nil
+		return reborn(id, store.Record{ID: id, Version: j.version, Data: j.data, At: j.at})
 	}
 	return DecodeState(j.data)
 }
@@ -921,8 +926,9 @@ func (s *sim) checkSweeperIndependence(m *Machine, finals map[string]*simReplaye
 				if len(st.Members) > 0 {
 					return fmt.Errorf("lobby %s without sweeper writes: members %v at the delete", id, st.View())
 				}
-				st = NewState(id, c.floor)
-				st.Updated = step.at
+				if st, err = reborn(id, store.Record{ID: id, Version: c.floor, Data: EncodeState(st), At: step.at}); err != nil {
+					return err
+				}
 			case c.cmd.Op == OpTick || c.cmd.Op == OpExpireLease:
 				// A sweeper's, a snapshot's or a trigger's write: dropped.
 			default:

@@ -19,10 +19,11 @@ type txn struct {
 	cmd Command
 	// reclaim: after the command, a lobby that still has members is
 	// refused with ErrNotEmpty (committing nothing); an empty one is
-	// committed and then deleted from the store, keeping its floor.
+	// committed and then deleted from the store, keeping its floor, its
+	// last transition time and its blocks in the tombstone.
 	reclaim bool
-	// idle: a sweep; an empty lobby past the empty-lobby TTL (and its
-	// blocks) is reclaimed after the command.
+	// idle: a sweep; an empty lobby past the empty-lobby TTL is reclaimed
+	// after the command.
 	idle bool
 	// view, if set, sees the committed state the transaction ended on and
 	// its store version, under the lobby's lock. It must not keep the
@@ -120,13 +121,8 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 		}
 		o.at = s.clock.Now()
 		res, err := s.m.applyChecked(work, t.cmd, o.at)
-		if err == nil && t.reclaim {
-			switch until := work.BlockedUntil(); {
-			case len(work.Members) > 0:
-				err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}
-			case until.After(o.at):
-				err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: "a block in force until " + until.Format(time.RFC3339Nano)}
-			}
+		if err == nil && t.reclaim && len(work.Members) > 0 {
+			err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}
 		}
 		if err != nil || !res.Changed {
 			// Nothing to write, and work is unchanged (a refusal leaves
@@ -190,31 +186,32 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 
 // deadline is when the stored lobby next needs the sweeper: its next
 // heartbeat or reconnect deadline, or, for an empty lobby under an
-// empty-lobby TTL, the moment it may be reclaimed.
+// empty-lobby TTL, the moment it may be reclaimed (blocks do not hold it
+// back: the tombstone keeps them).
 func (s *Service) deadline(st *State) time.Time {
 	if s.cfg.emptyTTL > 0 && len(st.Members) == 0 {
-		at := st.Updated.Add(s.cfg.emptyTTL)
-		if b := st.BlockedUntil(); b.After(at) {
-			at = b
-		}
-		return at
+		return st.Updated.Add(s.cfg.emptyTTL)
 	}
 	return st.NextDeadline()
 }
 
-// idleOver reports whether st is an empty lobby whose empty-lobby TTL and
-// blocks are over at now.
+// idleOver reports whether st is an empty lobby whose empty-lobby TTL is
+// over at now.
 func (s *Service) idleOver(st *State, now time.Time) bool {
 	return s.cfg.emptyTTL > 0 && len(st.Members) == 0 && !now.Before(s.deadline(st))
 }
 
 // delete removes an empty lobby's record, keeping a floor above every value
 // it issued. The floor is also above the deleted version, so a process that
-// read that version and writes against it conflicts and reloads.
+// read that version and writes against it conflicts and reloads. The
+// tombstone keeps the lobby's last transition time, and its data (the
+// record, blocks included) is kept at least until the latest block ends, so
+// a lobby created again never runs earlier and refuses whom the deleted one
+// still refused.
 func (s *Service) delete(ctx context.Context, id string, sl *slot) error {
 	st, version := sl.state, sl.version
 	sl.state = nil
-	err := s.st.Delete(ctx, store.Deletion{ID: id, Expected: version, Floor: max(version+1, st.Floor()), At: st.Updated})
+	err := s.st.Delete(ctx, store.Deletion{ID: id, Expected: version, Floor: max(version+1, st.Floor()), At: st.Updated, Keep: st.BlockedUntil()})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil // no record: nothing to reclaim
 	}
@@ -239,20 +236,14 @@ func (s *Service) contended(ctx context.Context, attempt int) error {
 }
 
 // load reads and decodes a lobby; a lobby without a record is a new empty
-// lobby above the store's floor, which keeps the last transition time of
-// the reclaimed lobby before it (the tombstone), so time never runs
-// backward for an ID.
+// lobby over what the store reports for the ID (see reborn).
 func (s *Service) load(ctx context.Context, id string) (*State, uint64, error) {
 	rec, err := s.st.Load(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		st := NewState(id, rec.Version)
-		if rec.Data != nil {
-			tomb, err := DecodeState(rec.Data)
-			if err != nil {
-				return nil, 0, fmt.Errorf("lobby %q: tombstone: %w", id, err)
-			}
-			st.Updated = tomb.Updated
+		st, err := reborn(id, rec)
+		if err != nil {
+			return nil, 0, err
 		}
 		return st, rec.Version, nil
 	case err != nil:
@@ -266,6 +257,30 @@ func (s *Service) load(ctx context.Context, id string) (*State, uint64, error) {
 		return nil, 0, fmt.Errorf("%w: record of lobby %q holds lobby %q", ErrCorrupt, id, st.ID)
 	}
 	return st, rec.Version, nil
+}
+
+// reborn is the new empty lobby over rec, what Load reported with
+// ErrNotFound: its counters start above the floor rec.Version, and its last
+// transition time is the latest of rec.At and the tombstone's own, so time
+// never runs backward for an ID. Over a tombstone (rec.Data, the deleted
+// record) it starts with every block of the deleted lobby that has not
+// ended by then; over the store-wide floor (no data) with none, since the
+// store keeps a tombstone until its latest block has ended. Either way it
+// starts unlocked and without overrides.
+func reborn(id string, rec store.Record) (*State, error) {
+	st := NewState(id, rec.Version)
+	st.Updated = rec.At.Round(0).UTC()
+	if rec.Data != nil {
+		tomb, err := DecodeState(rec.Data)
+		if err != nil {
+			return nil, fmt.Errorf("lobby %q: tombstone: %w", id, err)
+		}
+		if tomb.Updated.After(st.Updated) {
+			st.Updated = tomb.Updated
+		}
+		st.Blocks = tomb.Blocks.endedBy(st.Updated)
+	}
+	return st, nil
 }
 
 // current reports whether the store still holds version of lobby id.
