@@ -53,8 +53,12 @@
 // Besides the evidence a transport reports (Join, Heartbeat, Disconnect) and
 // what players ask for (Leave), a lobby takes commands that only its host or
 // the server may give. [Kick] removes a member at once and may keep it out
-// for a while (ErrBlocked). [Lock] makes the lobby refuse new players
-// (ErrLocked) while members coming back and further tabs still get in.
+// for a while (ErrBlocked); a lobby holds at most [Policy.MaxBlocks] blocks
+// in force (ErrTooManyBlocks). [Lock] makes the lobby refuse new players
+// (ErrLocked) while members coming back and further tabs still get in; a
+// lock the host set ends with the last member, so an emptied lobby is
+// never left shut to everyone, while the server's lock stays until it is
+// lifted.
 // [TransferHost] hands the role on. The server alone may [Update] a member's
 // attributes and [Configure] the lobby: its own grace, heartbeat TTL, member
 // cap and tab cap, stored with it and winning over the Service's policy. A
@@ -95,6 +99,10 @@
 // created again under the same ID continues above every version, revision,
 // host term, join sequence and generation issued before: the store keeps a
 // floor (a tombstone while the lobby's log is retained, then one store-wide
-// floor), and the Service starts the new lobby's counters on it. A lobby
-// whose kick blocks are still in force is not reclaimed until they end.
+// floor), and the Service starts the new lobby's counters on it and its
+// clock at the reclaimed lobby's last transition time, which the store keeps
+// too. Blocks in force do not keep a lobby from being reclaimed: the
+// tombstone holds them, the store keeps it until the latest has ended, and
+// a lobby created again starts with every block not yet ended. It starts
+// unlocked and without overrides.
 package lobby
