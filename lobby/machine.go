@@ -57,12 +57,12 @@ func (m *Machine) Policy() Policy { return m.p }
 //  4. The command is judged on the caught-up lobby.
 //
 // If the command is refused (ErrBlocked, ErrLocked, ErrLobbyFull,
-// ErrNotHost, ErrNotMember, ErrNotEligible), s is left exactly as it was: a
-// refused command commits nothing, not even the catch-up. Otherwise s is the
-// new state, and Result.Changed reports whether it differs from the old one
-// (and so must be stored). A lobby that was never written (NewState) has
-// Changed set only by a Join, a Configure or a server's Lock that took
-// effect: nothing else creates a lobby's record.
+// ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks), s is left
+// exactly as it was: a refused command commits nothing, not even the
+// catch-up. Otherwise s is the new state, and Result.Changed reports whether
+// it differs from the old one (and so must be stored). A lobby that was
+// never written (NewState) has Changed set only by a Join, a Configure or a
+// server's Lock that took effect: nothing else creates a lobby's record.
 //
 // The rules run under the machine's policy with the lobby's overrides
 // (State.Overrides) applied.

@@ -116,7 +116,10 @@ func Update(player string, attrs map[string]string) Command {
 
 // Kick removes member target now, with every connection and no grace, and
 // if block > 0 refuses its joins until block has passed. actor must be the
-// host, or "" for the server. A host kicking itself leaves.
+// host, or "" for the server (else ErrNotHost); target must be a member
+// (else ErrNotMember); a block must not take the lobby's blocks in force
+// beyond the policy's MaxBlocks (else ErrTooManyBlocks). A host kicking
+// itself leaves.
 func Kick(actor, target string, block time.Duration) Command {
 	return Command{Op: OpKick, Player: actor, To: target, Block: block}
 }

@@ -214,8 +214,11 @@ func (s *Service) Update(ctx context.Context, id, player string, attrs map[strin
 // for the server itself. A target that is not a member gets ErrNotMember,
 // so a replayed kick is refused. A positive block refuses the target's
 // joins until the kick's time plus block (ErrBlocked), even if the lobby
-// empties; 0 blocks nothing and a later kick replaces the block. A host
-// kicking itself leaves (reason left, no block).
+// empties or is reclaimed; 0 blocks nothing and a later kick replaces the
+// block. A kick that would add a block to a lobby already holding the
+// policy's MaxBlocks blocks in force gets ErrTooManyBlocks (checked after
+// the actor and the target). A host kicking itself leaves (reason left, no
+// block).
 func (s *Service) Kick(ctx context.Context, id, actor, target string, block time.Duration) (Result, error) {
 	return s.Do(ctx, id, Kick(actor, target, block))
 }
@@ -223,7 +226,9 @@ func (s *Service) Kick(ctx context.Context, id, actor, target string, block time
 // Lock closes lobby id to new players (locked true) or opens it again.
 // Reconnecting members and further tabs of members are still admitted; a
 // new player gets ErrLocked. actor must be the current host, or "" for the
-// server; locking a locked lobby is a no-op.
+// server; locking a locked lobby is a no-op. A host's lock ends with the
+// transition that removes the last member; the server's stays until it is
+// unlocked.
 func (s *Service) Lock(ctx context.Context, id, actor string, locked bool) (Result, error) {
 	return s.Do(ctx, id, Lock(actor, locked))
 }
@@ -298,8 +303,9 @@ func (s *Service) Reclaim(ctx context.Context, id string) error {
 // Do applies cmd to lobby id; the named methods (Join, Heartbeat, ...) are
 // shorthands for it. Input errors (ErrInvalidID, ErrInvalidAttrs,
 // ErrInvalidCommand) come back before the store is touched; refusals
-// (ErrLobbyFull, ErrNotHost, ErrNotMember, ErrNotEligible) after the lobby
-// was read, with nothing written; a record that does not decode gives
+// (ErrBlocked, ErrLocked, ErrLobbyFull, ErrNotHost, ErrNotMember,
+// ErrNotEligible, ErrTooManyBlocks; see IsRefusal) after the lobby was
+// read, with nothing written; a record that does not decode gives
 // ErrCorrupt; store failures come back wrapped (errors.Is works with the
 // store sentinels and context errors). While another command of this
 // Service holds the lobby, Do waits for it, no longer than ctx allows.
