@@ -56,6 +56,36 @@ func BenchmarkMachineHeartbeat(b *testing.B) {
 	}
 }
 
+// BenchmarkMachineHeartbeatBlocks: one pure heartbeat on a 4-member lobby
+// that holds 0 or 1,000 blocks from earlier kicks; it touches no block, so
+// it should cost the same either way.
+func BenchmarkMachineHeartbeatBlocks(b *testing.B) {
+	for _, blocks := range []int{0, 1000} {
+		b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) {
+			m, s, gens := fourMemberLobby(b, true)
+			for i := range blocks {
+				kicked := fmt.Sprintf("kicked-%04d", i)
+				if _, err := m.Apply(s, lobby.Join(kicked, nil), t0); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := m.Apply(s, lobby.Kick("", kicked, 24*time.Hour), t0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			now := t0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				now = now.Add(time.Millisecond)
+				res, err := m.Apply(s, lobby.Heartbeat(benchPlayers[i&3], gens[i&3]), now)
+				if err != nil || res.Outcome != lobby.OutcomeApplied {
+					b.Fatal(res.Outcome, err)
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkMachineCommands: the other commands on a 4-member lobby, each
 // measured in a cycle that leaves the lobby as it found it.
 func BenchmarkMachineCommands(b *testing.B) {
