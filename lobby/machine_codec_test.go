@@ -152,14 +152,19 @@ func TestDecodeRejectsCorruption(t *testing.T) {
 				}
 			}
 		}),
-		"deadline in the past": mutate(func(s *State) { s.Members[0].Conns[0].Deadline = s.Updated }),
-		"invalid lobby ID":     mutate(func(s *State) { s.ID = "" }),
-		"zero counters":        mutate(func(s *State) { s.NextJoinSeq = 0 }),
-		"zero grace override":  mutate(func(s *State) { s.Overrides = Overrides{}.WithGrace(0) }),
-		"negative member cap":  mutate(func(s *State) { s.Overrides = Overrides{}.WithMaxMembers(-1) }),
-		"block of a member":    mutate(func(s *State) { s.Blocks = NewBlocks(Block{s.Members[0].Player, s.Updated.Add(time.Hour)}) }),
-		"block already ended":  mutate(func(s *State) { s.Blocks = NewBlocks(Block{"gone", s.Updated}) }),
-		"block of a bad ID":    mutate(func(s *State) { s.Blocks = NewBlocks(Block{"", s.Updated.Add(time.Hour)}) }),
+		"deadline in the past":    mutate(func(s *State) { s.Members[0].Conns[0].Deadline = s.Updated }),
+		"invalid lobby ID":        mutate(func(s *State) { s.ID = "" }),
+		"zero counters":           mutate(func(s *State) { s.NextJoinSeq = 0 }),
+		"zero grace override":     mutate(func(s *State) { s.Overrides = Overrides{}.WithGrace(0) }),
+		"negative member cap":     mutate(func(s *State) { s.Overrides = Overrides{}.WithMaxMembers(-1) }),
+		"block of a member":       mutate(func(s *State) { s.Blocks = NewBlocks(Block{s.Members[0].Player, s.Updated.Add(time.Hour)}) }),
+		"block already ended":     mutate(func(s *State) { s.Blocks = NewBlocks(Block{"gone", s.Updated}) }),
+		"block of a bad ID":       mutate(func(s *State) { s.Blocks = NewBlocks(Block{"", s.Updated.Add(time.Hour)}) }),
+		"member's lock, unlocked": mutate(func(s *State) { s.LockedBy = s.Host }),
+		"member's lock, no members": mutate(func(s *State) {
+			s.Locked, s.LockedBy, s.Members, s.Host, s.Term = true, "p-17", nil, "", 0
+		}),
+		"locked by a bad ID": mutate(func(s *State) { s.Locked, s.LockedBy = true, "\xff" }),
 		"lock byte out of range": func() []byte {
 			s := busyLobby(t)
 			s.Locked = true
