@@ -550,13 +550,20 @@ func (s *sim) drawOp() *simOp {
 		return gs[s.rng.IntN(len(gs))]
 	}
 	actor := func() string {
-		if s.rng.IntN(3) == 0 {
+		if s.rng.IntN(2) == 0 {
 			return "" // the server
 		}
 		return simPlayers[s.rng.IntN(len(simPlayers))]
 	}
-	switch r := s.rng.IntN(110); {
-	case r >= 104:
+	switch r := s.rng.IntN(125); {
+	case r >= 108:
+		// Mostly a player that joined this lobby at some point.
+		for _, q := range s.rng.Perm(len(simPlayers)) {
+			if len(s.gens[[2]string{op.lobby, simPlayers[q]}]) > 0 {
+				p = simPlayers[q]
+				break
+			}
+		}
 		op.cmd = Kick(actor(), p, []time.Duration{0, time.Second, 3 * time.Second, time.Minute}[s.rng.IntN(4)])
 	case r >= 100:
 		op.cmd = Lock(actor(), s.rng.IntN(2) == 0)
@@ -734,9 +741,7 @@ func (s *sim) check() error {
 				}
 				r.steps = append(r.steps, simStep{commit: c, at: r.state.Updated})
 				// The tombstone keeps the time and the blocks.
-				if r.state, err = reborn(id, store.Record{ID: id, Version: c.floor, Data: EncodeState(r.state), At: r.state.Updated}); err != nil {
-					return err
-				}
+				r.state = simReborn(id, c.floor, r.state.Updated, r.state)
 				continue
 			}
 			next, err := DecodeState(c.data)
@@ -858,9 +863,37 @@ func sameRefusal(a, b error) bool {
 // stateAt rebuilds the lobby as stored at a version a command read.
 func (s *sim) stateAt(id string, j simJudged) (*State, error) {
 	if !j.found {
-		return reborn(id, store.Record{ID: id, Version: j.version, Data: j.data, At: j.at})
+		var tomb *State
+		if j.data != nil {
+			var err error
+			if tomb, err = DecodeState(j.data); err != nil {
+				return nil, err
+			}
+		}
+		return simReborn(id, j.version, j.at, tomb), nil
 	}
 	return DecodeState(j.data)
+}
+
+// simReborn is the lobby created again over a floor, the time the store
+// reports for it and, while it lasts, the tombstone (the deleted lobby):
+// its counters above the floor, its time the later of the two, the
+// tombstone's blocks that have not ended by then, nothing else.
+func simReborn(id string, floor uint64, at time.Time, tomb *State) *State {
+	st := NewState(id, floor)
+	st.Updated = at
+	if tomb == nil {
+		return st
+	}
+	st.Updated = later(at, tomb.Updated)
+	var kept []Block
+	for b := range tomb.Blocks.All() {
+		if b.Until.After(st.Updated) {
+			kept = append(kept, b)
+		}
+	}
+	st.Blocks = NewBlocks(kept...)
+	return st
 }
 
 func (s *sim) drainRelay() error {
@@ -926,9 +959,7 @@ func (s *sim) checkSweeperIndependence(m *Machine, finals map[string]*simReplaye
 				if len(st.Members) > 0 {
 					return fmt.Errorf("lobby %s without sweeper writes: members %v at the delete", id, st.View())
 				}
-				if st, err = reborn(id, store.Record{ID: id, Version: c.floor, Data: EncodeState(st), At: step.at}); err != nil {
-					return err
-				}
+				st = simReborn(id, c.floor, step.at, st)
 			case c.cmd.Op == OpTick || c.cmd.Op == OpExpireLease:
 				// A sweeper's, a snapshot's or a trigger's write: dropped.
 			default:
