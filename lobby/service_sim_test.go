@@ -564,7 +564,7 @@ func (s *sim) drawOp() *simOp {
 				break
 			}
 		}
-		op.cmd = Kick(actor(), p, []time.Duration{0, time.Second, 3 * time.Second, time.Minute}[s.rng.IntN(4)])
+		op.cmd = Kick(actor(), p, []time.Duration{0, time.Second, time.Minute, time.Hour}[s.rng.IntN(4)])
 	case r >= 100:
 		op.cmd = Lock(actor(), s.rng.IntN(2) == 0)
 	case r < 22:
