@@ -61,9 +61,9 @@
 // lifted.
 // [TransferHost] hands the role on. The server alone may [Update] a member's
 // attributes and [Configure] the lobby: its own grace, heartbeat TTL, member
-// cap and tab cap, stored with it and winning over the Service's policy. A
-// command the rules refuse commits nothing; [IsRefusal] tells refusals from
-// bad input.
+// cap, tab cap and bound on blocks, stored with it and winning over the
+// Service's policy. A command the rules refuse commits nothing;
+// [IsRefusal] tells refusals from bad input.
 //
 // # Time
 //

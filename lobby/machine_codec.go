@@ -29,7 +29,8 @@ const (
 	// adds the lock, the overrides and the blocks to a lobby, and the lock,
 	// the overrides, each member's attributes and reconnect deadline, and
 	// the newer reasons to an event; formatV4 adds to a lobby who set its
-	// lock (events are laid out as in formatV3). All decode (what an older
+	// lock, and to the overrides of both the bound on blocks (an event is
+	// otherwise laid out as in formatV3). All decode (what an older
 	// format lacks is zero: a lock read from formatV3 counts as the
 	// server's, so it keeps the rule it was set under and stays until it
 	// is unlocked); AppendState and AppendEvent write the newest.
@@ -100,7 +101,7 @@ func DecodeState(data []byte) (*State, error) {
 		if format >= formatV4 {
 			s.LockedBy = d.str(maxDecodeID)
 		}
-		s.Overrides = d.overrides()
+		s.Overrides = d.overrides(format)
 		// A block takes at least 4 bytes (an ID and a time).
 		if nb := d.count(4); nb > 0 {
 			list := make([]Block, nb)
@@ -310,7 +311,7 @@ func DecodeEvent(data []byte) (Event, error) {
 	e.At = d.time()
 	if format >= formatV3 {
 		e.Locked = d.bool()
-		e.Overrides = d.overrides()
+		e.Overrides = d.overrides(format)
 	}
 	n := d.count(3)
 	if n > 0 {
@@ -391,6 +392,9 @@ func appendOverrides(dst []byte, o Overrides) []byte {
 	}
 	if o.Has(OverrideMaxConnsPerPlayer) {
 		dst = binary.AppendUvarint(dst, uint64(o.MaxConnsPerPlayer))
+	}
+	if o.Has(OverrideMaxBlocks) {
+		dst = binary.AppendUvarint(dst, uint64(o.MaxBlocks))
 	}
 	return dst
 }
@@ -478,11 +482,15 @@ func (d *decoder) attrs() map[string]string {
 	return attrs
 }
 
-// overrides reads what appendOverrides wrote. Values are range-checked by
-// Validate; here they only have to fit their types.
-func (d *decoder) overrides() Overrides {
+// overrides reads what appendOverrides wrote in the given format. Values
+// are range-checked by Validate; here they only have to fit their types.
+func (d *decoder) overrides(format byte) Overrides {
+	known := overrideAll
+	if format < formatV4 {
+		known = overrideV3
+	}
 	o := Overrides{Set: OverrideField(d.byte())}
-	if o.Set&^overrideAll != 0 {
+	if o.Set&^known != 0 {
 		d.fail("unknown overrides")
 		return Overrides{}
 	}
@@ -513,6 +521,9 @@ func (d *decoder) overrides() Overrides {
 	}
 	if o.Has(OverrideMaxConnsPerPlayer) {
 		o.MaxConnsPerPlayer = count()
+	}
+	if o.Has(OverrideMaxBlocks) {
+		o.MaxBlocks = count()
 	}
 	return o
 }

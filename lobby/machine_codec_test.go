@@ -1,6 +1,7 @@
 package lobby
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -481,5 +482,46 @@ func TestFormat3StillDecodes(t *testing.T) {
 	}
 	if _, err := m.Apply(s, Join("p-17", nil), now); !errors.Is(err, ErrLocked) {
 		t.Fatalf("join after a format 3 lobby emptied: %v, want ErrLocked", err)
+	}
+}
+
+// TestFormat3HasNoBlockBoundOverride: the override of the bound on blocks
+// came with format 4; a format 3 record or event that claims it is corrupt.
+func TestFormat3HasNoBlockBoundOverride(t *testing.T) {
+	s := configuredLobby(t)
+	s.Overrides = s.Overrides.WithMaxBlocks(5)
+	if _, err := DecodeState(EncodeState(s)); err != nil {
+		t.Fatalf("format 4 record with a block bound: %v", err)
+	}
+	e := eventsOfEveryReason(t)[0]
+	e.Overrides = Overrides{}.WithMaxBlocks(5)
+	if _, err := DecodeEvent(EncodeEvent(&e)); err != nil {
+		t.Fatalf("format 4 event with a block bound: %v", err)
+	}
+	// Format 3 put no lock owner in a record: drop it, then relabel.
+	s.LockedBy = ""
+	rec := EncodeState(s)
+	i := bytes.Index(rec, []byte{1, 0, byte(s.Overrides.Set)}) // locked, no owner, overrides
+	if i < 0 {
+		t.Fatalf("lock and overrides not found in %x", rec)
+	}
+	old := append(slices.Clone(rec[:i+1]), rec[i+2:]...)
+	old[3] = formatV3
+	if _, err := DecodeState(old); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("format 3 record with a block bound: %v, want ErrCorrupt", err)
+	}
+	ev := EncodeEvent(&e)
+	ev[3] = formatV3
+	if _, err := DecodeEvent(ev); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("format 3 event with a block bound: %v, want ErrCorrupt", err)
+	}
+	// Without the bound, the same relabelled record decodes.
+	s.Overrides = Overrides{}.WithGrace(time.Second)
+	rec = EncodeState(s)
+	i = bytes.Index(rec, []byte{1, 0, byte(s.Overrides.Set)})
+	old = append(slices.Clone(rec[:i+1]), rec[i+2:]...)
+	old[3] = formatV3
+	if _, err := DecodeState(old); err != nil {
+		t.Errorf("format 3 record relabelled: %v", err)
 	}
 }

@@ -165,7 +165,7 @@ func (r *Reason) UnmarshalText(text []byte) error {
 }
 
 // The names of the overrides in the JSON form, in bit order.
-var overrideJSONNames = [...]string{"grace_ms", "heartbeat_ttl_ms", "max_members", "max_conns_per_player"}
+var overrideJSONNames = [...]string{"grace_ms", "heartbeat_ttl_ms", "max_members", "max_conns_per_player", "max_blocks"}
 
 // MarshalJSON encodes the settings o overrides, and only those.
 func (o Overrides) MarshalJSON() ([]byte, error) { return o.appendJSON(nil), nil }
@@ -197,6 +197,10 @@ func (o Overrides) appendJSON(b []byte) []byte {
 	if o.Has(OverrideMaxConnsPerPlayer) {
 		field(overrideJSONNames[3])
 		b = strconv.AppendInt(b, int64(o.MaxConnsPerPlayer), 10)
+	}
+	if o.Has(OverrideMaxBlocks) {
+		field(overrideJSONNames[4])
+		b = strconv.AppendInt(b, int64(o.MaxBlocks), 10)
 	}
 	return append(b, '}')
 }
@@ -243,6 +247,9 @@ func (o *Overrides) UnmarshalJSON(data []byte) error {
 			case overrideJSONNames[3]:
 				got.MaxConnsPerPlayer, err = strconv.Atoi(num)
 				got.Set |= OverrideMaxConnsPerPlayer
+			case overrideJSONNames[4]:
+				got.MaxBlocks, err = strconv.Atoi(num)
+				got.Set |= OverrideMaxBlocks
 			default:
 				return fmt.Errorf("lobby: overrides: unknown field %q", key)
 			}

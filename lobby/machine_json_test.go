@@ -117,6 +117,7 @@ func TestOverridesJSON(t *testing.T) {
 		Overrides{}.WithGrace(lease.MaxDuration).WithHeartbeatTTL(lease.MaxDuration - time.Nanosecond),
 		Overrides{}.WithHeartbeatTTL(0).WithMaxMembers(0).WithMaxConnsPerPlayer(0),
 		Overrides{}.WithHeartbeatTTL(1234567 * time.Microsecond).WithMaxConnsPerPlayer(3),
+		Overrides{}.WithMaxBlocks(MaxBlocksLimit).WithMaxMembers(2),
 	} {
 		data, err := json.Marshal(o)
 		if err != nil {
@@ -129,6 +130,9 @@ func TestOverridesJSON(t *testing.T) {
 		if got != o {
 			t.Fatalf("%s decoded as %+v, want %+v", data, got, o)
 		}
+	}
+	if data, _ := json.Marshal(Overrides{}.WithMaxBlocks(7)); string(data) != `{"max_blocks":7}` {
+		t.Fatalf("block bound: %s", data)
 	}
 	o := Overrides{}.WithMaxMembers(3)
 	if err := json.Unmarshal([]byte(`null`), &o); err != nil || !o.IsZero() {

@@ -97,8 +97,12 @@ const (
 	OverrideHeartbeatTTL
 	OverrideMaxMembers
 	OverrideMaxConnsPerPlayer
+	OverrideMaxBlocks
 
-	overrideAll = OverrideGrace | OverrideHeartbeatTTL | OverrideMaxMembers | OverrideMaxConnsPerPlayer
+	// overrideV3 are the settings records and events of format 3 could
+	// carry.
+	overrideV3  = OverrideGrace | OverrideHeartbeatTTL | OverrideMaxMembers | OverrideMaxConnsPerPlayer
+	overrideAll = overrideV3 | OverrideMaxBlocks
 )
 
 // Overrides are one lobby's own values for some of the policy's settings.
@@ -116,6 +120,9 @@ type Overrides struct {
 	HeartbeatTTL      time.Duration
 	MaxMembers        int
 	MaxConnsPerPlayer int
+	// MaxBlocks is the bound on blocks in force (0: DefaultMaxBlocks),
+	// for a lobby that needs more or fewer than the policy allows.
+	MaxBlocks int
 	// Set says which of the settings above are overridden.
 	Set OverrideField
 }
@@ -145,6 +152,13 @@ func (o Overrides) WithMaxConnsPerPlayer(n int) Overrides {
 	return o
 }
 
+// WithMaxBlocks returns o overriding the bound on blocks in force (0:
+// DefaultMaxBlocks).
+func (o Overrides) WithMaxBlocks(n int) Overrides {
+	o.MaxBlocks, o.Set = n, o.Set|OverrideMaxBlocks
+	return o
+}
+
 // Has reports whether o overrides f.
 func (o Overrides) Has(f OverrideField) bool { return o.Set&f != 0 }
 
@@ -164,6 +178,9 @@ func (o Overrides) Apply(p Policy) Policy {
 	}
 	if o.Has(OverrideMaxConnsPerPlayer) {
 		p.MaxConnectionsPerPlayer = o.MaxConnsPerPlayer
+	}
+	if o.Has(OverrideMaxBlocks) {
+		p.MaxBlocks = o.MaxBlocks
 	}
 	return p
 }
@@ -188,6 +205,9 @@ func (p Policy) overridesFor(set OverrideField) Overrides {
 	}
 	if o.Has(OverrideMaxConnsPerPlayer) {
 		o.MaxConnsPerPlayer = p.MaxConnectionsPerPlayer
+	}
+	if o.Has(OverrideMaxBlocks) {
+		o.MaxBlocks = p.MaxBlocks
 	}
 	return o
 }

@@ -612,6 +612,7 @@ func TestBadInput(t *testing.T) {
 		{"zero grace", Configure(Overrides{}.WithGrace(0)), t0, ErrInvalidPolicy},
 		{"negative TTL", Configure(Overrides{}.WithHeartbeatTTL(-1)), t0, ErrInvalidPolicy},
 		{"negative member cap", Configure(Overrides{}.WithMaxMembers(-1)), t0, ErrInvalidPolicy},
+		{"block bound too high", Configure(Overrides{}.WithMaxBlocks(MaxBlocksLimit + 1)), t0, ErrInvalidPolicy},
 		{"negative tab cap", Configure(Overrides{}.WithMaxConnsPerPlayer(-2)), t0, ErrInvalidPolicy},
 		{"unknown override", Configure(Overrides{Set: 1 << 6}), t0, ErrInvalidPolicy},
 		{"zero time", Join("a", nil), time.Time{}, ErrInvalidTime},
@@ -931,6 +932,17 @@ func TestKickBlockBound(t *testing.T) {
 	p.MaxBlocks = 0
 	if p.blockLimit() != DefaultMaxBlocks || DefaultPolicy().MaxBlocks != DefaultMaxBlocks {
 		t.Errorf("default bound %d, DefaultPolicy's %d, want %d", p.blockLimit(), DefaultPolicy().MaxBlocks, DefaultMaxBlocks)
+	}
+	// A lobby's override wins over the policy's bound.
+	r.do(Configure(Overrides{}.WithMaxBlocks(2)))
+	r.join("e")
+	r.do(Kick("", "e", time.Minute))
+	r.join("f")
+	r.wantRefused(Kick("", "f", time.Minute), ErrTooManyBlocks)
+	r.do(Configure(Overrides{}.WithMaxBlocks(3)))
+	r.do(Kick("", "f", time.Minute))
+	if r.s.Blocks.Len() != 3 {
+		t.Fatalf("blocks %v, want three under the lobby's bound", r.s.Blocks)
 	}
 }
 

@@ -348,6 +348,9 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 					}
 				}
 				limit := m.p.MaxBlocks
+				if m.ov.Set&OverrideMaxBlocks != 0 {
+					limit = m.ov.MaxBlocks
+				}
 				if limit == 0 {
 					limit = 1024
 				}
@@ -389,6 +392,9 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		}
 		if o.Set&OverrideMaxConnsPerPlayer != 0 {
 			o.MaxConnsPerPlayer = cmd.Overrides.MaxConnsPerPlayer
+		}
+		if o.Set&OverrideMaxBlocks != 0 {
+			o.MaxBlocks = cmd.Overrides.MaxBlocks
 		}
 		out = OutcomeNoop
 		if o != m.ov {

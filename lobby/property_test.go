@@ -52,6 +52,8 @@ var overrideChoices = []Overrides{
 	Overrides{}.WithMaxMembers(2),
 	Overrides{}.WithMaxMembers(0),
 	Overrides{}.WithMaxConnsPerPlayer(1),
+	Overrides{}.WithMaxBlocks(1),
+	Overrides{}.WithMaxBlocks(0),
 	Overrides{}.WithGrace(3 * time.Second).WithHeartbeatTTL(5 * time.Second).WithMaxMembers(4).WithMaxConnsPerPlayer(2),
 }
 

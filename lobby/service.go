@@ -234,9 +234,10 @@ func (s *Service) Lock(ctx context.Context, id, actor string, locked bool) (Resu
 }
 
 // Configure replaces lobby id's overrides of the Service's policy (grace,
-// heartbeat TTL, member cap, tab cap; the zero Overrides goes back to the
-// policy), stored with the lobby so every process applies them. They apply
-// to deadlines set afterwards; a lower cap evicts nobody. Overrides that
+// heartbeat TTL, member cap, tab cap, bound on blocks; the zero Overrides
+// goes back to the policy), stored with the lobby so every process applies
+// them. They apply to deadlines set afterwards; a lower cap evicts nobody
+// and a lower bound on blocks lifts no block. Overrides that
 // make an invalid policy get ErrInvalidPolicy.
 func (s *Service) Configure(ctx context.Context, id string, o Overrides) (Result, error) {
 	return s.Do(ctx, id, Configure(o))
