@@ -18,10 +18,10 @@ var (
 	maxTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// Machine is the pure lobby state machine: every rule of membership, presence
-// and succession in one function, [Machine.Apply], with time as an argument. It holds only its
-// validated policy, so one Machine serves any number of lobbies and
-// goroutines.
+// Machine is the pure lobby state machine: every rule of membership,
+// presence and succession in one function, [Machine.Apply], with time as an
+// argument. It holds only its validated policy, so one Machine serves any
+// number of lobbies and goroutines.
 type Machine struct {
 	p Policy
 }
