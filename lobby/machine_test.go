@@ -1040,6 +1040,22 @@ func TestHostLockEndsWithLastMember(t *testing.T) {
 	r.wantRefused(Join("p-41", nil), ErrBlocked)
 	r.advance(time.Nanosecond)
 	r.join("p-41")
+
+	// The shortest form: lock, kick the other member for a day, leave.
+	r = newRun(t, testPolicy())
+	r.join("host")
+	r.join("guest")
+	r.do(Lock("host", true))
+	r.do(Kick("host", "guest", 24*time.Hour))
+	res = r.do(Leave("host"))
+	if e := res.Events[0]; e.Reason != ReasonLeft || e.Locked {
+		t.Fatalf("the host's leave: %+v, want left showing the lobby unlocked", e)
+	}
+	r.advance(time.Hour)
+	r.join("host")
+	r.wantRefused(Join("guest", nil), ErrBlocked)
+	r.at(24 * time.Hour)
+	r.join("guest")
 }
 
 // TestServerLockOutlivesMembers: a lock the server set stays when the lobby
