@@ -65,11 +65,13 @@ type client struct {
 	ready    bool // receives chat, receipts and typing
 	// queue holds the messages waiting for the writer, oldest first;
 	// inflight counts those the writer took and is writing. Together they
-	// are bounded by Config.SendQueue. spare is the writer's last batch,
+	// are bounded by Config.SendQueue; queued is their size in bytes,
+	// bounded by Config.SendQueueBytes. spare is the writer's last batch,
 	// kept for reuse.
 	queue    [][]byte
 	spare    [][]byte
 	inflight int
+	queued   int
 	pingDue  bool
 	// serving is set once the socket is upgraded: a writer may run.
 	// writing is set while one runs (at most one does).
@@ -233,11 +235,15 @@ func (c *client) enqueueLocked(msg []byte, lossy bool) {
 		return
 	}
 	n := len(c.queue) + c.inflight
-	if lossy && n >= c.s.cfg.SendQueue/2 {
+	bytes := c.queued + len(msg)
+	if lossy && (n >= c.s.cfg.SendQueue/2 || bytes > c.s.cfg.SendQueueBytes/2) {
 		c.s.metrics.typingDropped.Inc()
 		return
 	}
-	if n >= c.s.cfg.SendQueue {
+	if n >= c.s.cfg.SendQueue || bytes > c.s.cfg.SendQueueBytes {
+		// A socket that does not take what it is sent is closed, whether
+		// it falls behind by many small messages or by a few large ones:
+		// nothing it is sent waits for it, and what it holds is bounded.
 		c.s.metrics.slowConsumers.Inc()
 		c.kickLocked(CloseSlowConsumer, "send queue overflow", true)
 		return
@@ -246,6 +252,7 @@ func (c *client) enqueueLocked(msg []byte, lossy bool) {
 		c.queue, c.spare = c.spare, nil
 	}
 	c.queue = append(c.queue, msg)
+	c.queued = bytes
 	c.wakeLocked()
 }
 
@@ -337,10 +344,15 @@ func (c *client) writeLoop() {
 		}
 		c.mu.Unlock()
 		if len(batch) > 0 {
+			size := 0
+			for _, m := range batch {
+				size += len(m)
+			}
 			err := c.writeBatch(batch)
 			clear(batch)
 			c.mu.Lock()
 			c.inflight = 0
+			c.queued -= size
 			if cap(batch) <= 32 {
 				c.spare = batch[:0]
 			}
@@ -375,8 +387,12 @@ func (c *client) writeFailed() {
 // for a failure.
 func (c *client) writeBatch(msgs [][]byte) error {
 	c.out.cork()
+	defer c.out.share(nil)
 	for _, m := range msgs {
-		// The library only copies the frame into the cork: nothing here
+		// Queued messages are never changed once made, and shared with
+		// other sockets: the cork keeps their payloads by reference.
+		c.out.share(m)
+		// The library only hands the frame to the cork: nothing here
 		// waits on the network, so no context deadline is needed.
 		if err := c.conn.Write(context.Background(), websocket.MessageText, m); err != nil {
 			c.out.uncork()
@@ -406,7 +422,7 @@ func (c *client) closeConn() {
 	} else {
 		c.mu.Lock()
 		rest := c.queue
-		c.queue = nil
+		c.queue, c.queued = nil, 0
 		c.mu.Unlock()
 		if len(rest) > 0 && c.writeBatch(rest) != nil {
 			c.conn.CloseNow()

@@ -95,6 +95,16 @@ type Config struct {
 	// (CloseSlowConsumer): a slow client never holds up the others.
 	// Default 128, at least 8.
 	SendQueue int
+	// SendQueueBytes bounds the same messages by their size: a socket
+	// whose waiting and in-flight messages would exceed it is closed with
+	// CloseSlowConsumer, like one whose queue is full, and typing
+	// indicators are dropped for it past half of it. Queued messages are
+	// shared with the room's other sockets rather than copied, so this
+	// bounds how far behind a socket may fall more than its memory.
+	// Default DefaultSendQueueBytes (1 MiB); at least ChatHistoryBytes plus
+	// 64 KiB, so that a socket can take the chat history it is sent on
+	// attach along with the room's state.
+	SendQueueBytes int
 
 	// MaxMessageBytes is the largest client frame the server reads; larger
 	// frames up to MaxFrameBytes are skipped and answered with a too_large
@@ -109,6 +119,15 @@ type Config struct {
 	// ChatHistory is how many chat messages each room keeps and sends to
 	// a socket when it attaches. Default 100.
 	ChatHistory int
+	// ChatHistoryBytes bounds the chat.history message a socket gets on
+	// attach by its encoded size (JSON escaping and read receipts
+	// included): past it the oldest messages are dropped from the
+	// history. The message is encoded once per change of the history and
+	// shared by every socket that attaches until the next one. Default
+	// DefaultChatHistoryBytes (256 KiB); at least what one chat message
+	// can take encoded with all its receipts (MaxChatBytes, IDs and
+	// ReadersPerMessage at their largest, every byte escaped).
+	ChatHistoryBytes int
 
 	// ReadersPerMessage bounds the read receipts kept (and sent) per chat
 	// message; later readers are not recorded. Default 64.
@@ -265,6 +284,12 @@ func (c *Config) fill() error {
 	if c.ChatHistory == 0 {
 		c.ChatHistory = 100
 	}
+	if c.ChatHistoryBytes == 0 {
+		c.ChatHistoryBytes = DefaultChatHistoryBytes
+	}
+	if c.SendQueueBytes == 0 {
+		c.SendQueueBytes = DefaultSendQueueBytes
+	}
 	if c.MessageRate == 0 {
 		c.MessageRate = 20
 	}
@@ -300,6 +325,13 @@ func (c *Config) fill() error {
 		return errors.New("server: MaxChatBytes must be between 1 and MaxMessageBytes")
 	case c.ChatHistory < 1:
 		return errors.New("server: ChatHistory must be positive")
+	case c.ReadersPerMessage > 1<<16:
+		return errors.New("server: ReadersPerMessage must be at most 65536")
+	case c.ChatHistoryBytes < maxEntryBytes(c.MaxChatBytes, c.ReadersPerMessage)+historyOverhead:
+		return fmt.Errorf("server: ChatHistoryBytes must be at least %d (one chat message at its largest), got %d",
+			maxEntryBytes(c.MaxChatBytes, c.ReadersPerMessage)+historyOverhead, c.ChatHistoryBytes)
+	case c.SendQueueBytes < c.ChatHistoryBytes+64<<10:
+		return fmt.Errorf("server: SendQueueBytes must be at least ChatHistoryBytes + 64 KiB (%d), got %d", c.ChatHistoryBytes+64<<10, c.SendQueueBytes)
 	case c.MessageRate < 0 || c.MessageBurst < 1 || c.TypingRate < 0 || c.TypingBurst < 1 || c.FrameRate < 0 || c.FrameBurst < 1:
 		return errors.New("server: rates must not be negative and bursts must be positive")
 	case c.PseudonymKey != nil && len(c.PseudonymKey) < 16:
@@ -324,4 +356,8 @@ const (
 	// DefaultMaxTickets is how many tickets MemoryTickets remembers at
 	// most.
 	DefaultMaxTickets = 1 << 16
+	// DefaultChatHistoryBytes bounds a room's chat.history message.
+	DefaultChatHistoryBytes = 256 << 10
+	// DefaultSendQueueBytes bounds what may wait for one socket.
+	DefaultSendQueueBytes = 1 << 20
 )

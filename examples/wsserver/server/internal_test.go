@@ -326,7 +326,7 @@ func TestRoomFromPath(t *testing.T) {
 // order.
 func TestOfferStateKeepsRevisionOrder(t *testing.T) {
 	// Not serving: no writer starts, the queue keeps what is offered.
-	c := &client{s: &Server{cfg: Config{SendQueue: 16}}}
+	c := &client{s: &Server{cfg: Config{SendQueue: 16, SendQueueBytes: 1 << 20}}}
 	r := &room{clients: map[*client]struct{}{c: {}}}
 	for _, rev := range []uint64{5, 3} {
 		c.offerState(rev, []byte{byte(rev)})

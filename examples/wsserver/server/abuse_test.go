@@ -1,0 +1,105 @@
+package server_test
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/coder/websocket"
+
+	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
+)
+
+// dialStalled opens a socket for user in room whose client reads nothing
+// (a small receive buffer, nobody reading it) and returns it once the
+// others see it joined.
+func (e *env) dialStalled(room, user string, watcher *wsClient) *websocket.Conn {
+	e.t.Helper()
+	tk := e.ticket(room, user)
+	ctx, cancel := contextWithLimit()
+	defer cancel()
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetReadBuffer(4 << 10)
+		}
+		return c, err
+	}}}
+	conn, _, err := websocket.Dial(ctx, e.wsURL("/ws?ticket="+tk), &websocket.DialOptions{HTTPClient: hc})
+	if err != nil {
+		e.t.Fatalf("dial: %v", err)
+	}
+	e.t.Cleanup(func() { conn.CloseNow() })
+	watcher.waitState(user+" joined", func(m msg) bool { return hasMember(m, user, "online") })
+	return conn
+}
+
+// A socket that stops reading is closed as too slow (4008) once what waits
+// for it passes its byte budget, even when its queue has room for many
+// more messages: a few large messages count as much as many small ones.
+func TestSendQueueBoundedInBytes(t *testing.T) {
+	e := startEnv(t, server.Config{
+		Authenticator:     server.HeaderAuthenticator{},
+		Clock:             newEnvClock(),
+		Policy:            testPolicy(),
+		SendQueue:         1 << 20, // never the limit here
+		MaxChatBytes:      1000,
+		ReadersPerMessage: 1,
+		ChatHistoryBytes:  16 << 10,
+		SendQueueBytes:    80 << 10,
+		MessageBurst:      1000,
+		FrameBurst:        1000,
+		CloseTimeout:      waitLimit,
+		WriteTimeout:      waitLimit,
+	}, func(ts *httptest.Server) { ts.Listener = smallBuffers{ts.Listener} })
+	alice := e.join("r", "alice")
+	alice.waitType("typing.state")
+	conn := e.dialStalled("r", "slow", alice)
+
+	// 1000 '<' are 6000 bytes as sent: 80 KiB is 14 such messages, plus
+	// what the kernel buffers hold.
+	text := strings.Repeat("<", 1000)
+	for i := 0; e.metricValue("wsserver_slow_consumers_closed_total") < 1; i++ {
+		if i == 300 {
+			t.Fatal("300 chat messages of 6000 bytes each and the stalled socket was not closed")
+		}
+		alice.send(map[string]string{"type": "chat.send", "text": text})
+		alice.waitType("chat.message")
+	}
+	slow := newWSClient(t, "slow", conn)
+	if code := slow.waitClosed(); code != server.CloseSlowConsumer {
+		t.Fatalf("stalled socket past its byte budget: close status %d, want %d", code, server.CloseSlowConsumer)
+	}
+	// alice, who reads, is still served.
+	alice.roundTrip()
+}
+
+// The history a joining socket gets is bounded by its encoded size, and
+// holds the newest messages.
+func TestChatHistoryBoundedInBytes(t *testing.T) {
+	const limit = 16 << 10
+	e := newEnv(t, func(c *serverConfig) {
+		c.MaxChatBytes = 1000
+		c.ReadersPerMessage = 1
+		c.ChatHistoryBytes = limit
+		c.MessageBurst = 1000
+	})
+	alice := e.join("r", "alice")
+	text := strings.Repeat("<", 1000)
+	var last string
+	for range 10 {
+		alice.send(map[string]string{"type": "chat.send", "text": text})
+		last = alice.waitType("chat.message").MessageID
+	}
+	bob := e.join("r", "bob")
+	hist := bob.waitType("chat.history")
+	if len(hist.raw) > limit {
+		t.Errorf("chat.history of %d bytes, over the %d allowed", len(hist.raw), limit)
+	}
+	if n := len(hist.Messages); n == 0 || n == 10 || hist.Messages[n-1].MessageID != last {
+		t.Errorf("chat.history of %d messages, want fewer than 10 ending with the newest", n)
+	}
+}
