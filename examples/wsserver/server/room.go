@@ -47,7 +47,7 @@ type room struct {
 	// encoded once per change of the history and shared by all of them;
 	// nil when the history changed since.
 	history []byte
-	typing     map[string]time.Time // user → until
+	typing  map[string]time.Time // user → until
 	// classes is the client class of each user's latest socket here,
 	// for the Service's grace advice (lobby.WithClientClass).
 	classes map[string]string
@@ -100,15 +100,15 @@ func (h *hub) attach(id string, c *client) *room {
 	r := h.rooms[id]
 	if r == nil {
 		r = &room{
-			id:         id,
-			clients:    map[*client]struct{}{},
-			byGen:      map[uint64]*client{},
+			id:           id,
+			clients:      map[*client]struct{}{},
+			byGen:        map[uint64]*client{},
 			historyCap:   h.s.cfg.ChatHistory,
 			historyBytes: h.s.cfg.ChatHistoryBytes,
 			readersCap:   h.s.cfg.ReadersPerMessage,
-			chatByID:   map[string]*chatEntry{},
-			typing:     map[string]time.Time{},
-			classes:    map[string]string{},
+			chatByID:     map[string]*chatEntry{},
+			typing:       map[string]time.Time{},
+			classes:      map[string]string{},
 		}
 		h.rooms[id] = r
 	}
