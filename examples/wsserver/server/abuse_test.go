@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/coder/websocket"
 
@@ -101,5 +104,56 @@ func TestChatHistoryBoundedInBytes(t *testing.T) {
 	}
 	if n := len(hist.Messages); n == 0 || n == 10 || hist.Messages[n-1].MessageID != last {
 		t.Errorf("chat.history of %d messages, want fewer than 10 ending with the newest", n)
+	}
+}
+
+// While a ping waits for its pong, the socket's writer goes on: a client
+// that answers pings only after it has read what was sent before (as any
+// client reading in order does, behind a slow link or a busy room) gets
+// the room's messages during the round trip, and its pong is still taken.
+func TestWritesGoOnWhileAPingIsOutstanding(t *testing.T) {
+	e := newEnv(t, func(c *serverConfig) {
+		c.PingInterval = time.Second
+		c.PingTimeout = 4 * waitLimit // never reached here: the wait is the test's
+	})
+	alice := e.join("r", "alice")
+	alice.waitType("typing.state")
+	raw := e.dialRawSocket("/ws?ticket=" + url.QueryEscape(e.ticket("r", "busy")))
+	frames := raw.frames()
+	// waitFrame reads frames until one satisfies ok.
+	waitFrame := func(what string, ok func(serverFrame) bool) serverFrame {
+		t.Helper()
+		deadline := time.After(waitLimit)
+		for {
+			select {
+			case f, open := <-frames:
+				if !open {
+					t.Fatalf("connection ended while waiting for %s", what)
+				}
+				if ok(f) {
+					return f
+				}
+			case <-deadline:
+				t.Fatalf("no %s within %v", what, waitLimit)
+			}
+		}
+	}
+	text := func(s string) func(serverFrame) bool {
+		return func(f serverFrame) bool { return f.op == opText && strings.Contains(string(f.payload), s) }
+	}
+	waitFrame("typing.state", text(`"typing.state"`))
+	alice.waitState("busy joined", func(m msg) bool { return hasMember(m, "busy", "online") })
+
+	e.clock.Advance(time.Second)
+	ping := waitFrame("ping", func(f serverFrame) bool { return f.op == opPing })
+	for i := range 3 {
+		alice.send(map[string]string{"type": "chat.send", "text": fmt.Sprint("during the ping ", i)})
+		waitFrame("chat message during the ping", text(fmt.Sprint("during the ping ", i)))
+	}
+	raw.write(clientFrame(true, opPong, ping.payload))
+	alice.send(map[string]string{"type": "chat.send", "text": "after the pong"})
+	waitFrame("chat message after the pong", text("after the pong"))
+	if got := e.metricValue("wsserver_slow_consumers_closed_total"); got != 0 {
+		t.Errorf("%v sockets closed as slow", got)
 	}
 }

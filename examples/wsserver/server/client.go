@@ -22,7 +22,8 @@ import (
 // runs only while there is something to write (queued messages, a ping, a
 // close): it is started by whoever gives it work and ends when the queue is
 // empty, so an idle socket costs no goroutine, no channel and no stack for
-// writing.
+// writing. A ping waits for its pong on a goroutine of its own, for the
+// round trip, while the writer goes on writing.
 type client struct {
 	s      *Server
 	room   *room
@@ -73,6 +74,8 @@ type client struct {
 	inflight int
 	queued   int
 	pingDue  bool
+	// pinging is set while a ping waits for its pong (see pingOnce).
+	pinging bool
 	// serving is set once the socket is upgraded: a writer may run.
 	// writing is set while one runs (at most one does).
 	serving     bool
@@ -323,8 +326,8 @@ func (c *client) stop() {
 	c.cancel()
 }
 
-// writeLoop sends what is queued, in batches of one write each, and the
-// pings asked for, until there is nothing left to do; after a kick it
+// writeLoop sends what is queued, in batches of one write each, and starts
+// the pings asked for, until there is nothing left to do; after a kick it
 // closes the socket instead.
 func (c *client) writeLoop() {
 	for {
@@ -337,7 +340,15 @@ func (c *client) writeLoop() {
 		}
 		batch, ping := c.queue, c.pingDue
 		c.queue, c.inflight, c.pingDue = nil, len(batch), false
-		if len(batch) == 0 && !ping {
+		if ping && !c.pinging {
+			// The pong is waited for on a goroutine of its own, so that
+			// writing goes on meanwhile: a busy room keeps a socket's queue
+			// moving through a round trip. One ping at a time; its timeout
+			// closes a socket whose pong never comes.
+			c.pinging = true
+			go c.pingOnce()
+		}
+		if len(batch) == 0 {
 			c.writing = false
 			c.mu.Unlock()
 			return
@@ -362,16 +373,27 @@ func (c *client) writeLoop() {
 				continue
 			}
 		}
-		if ping {
-			ctx, cancel := context.WithTimeout(c.pingCtx, c.s.cfg.PingTimeout)
-			err := c.conn.Ping(ctx)
-			cancel()
-			if err != nil {
-				c.kick(ClosePingTimeout, "ping timeout", true)
-				continue
-			}
-			c.heartbeat()
-		}
+	}
+}
+
+// pingOnce pings the socket and waits for the pong, at most PingTimeout;
+// the pong is a heartbeat, its absence closes the socket
+// (ClosePingTimeout). The ping frame goes out through the library's
+// writer, in the writer's batch if one is being collected.
+func (c *client) pingOnce() {
+	ctx, cancel := context.WithTimeout(c.pingCtx, c.s.cfg.PingTimeout)
+	err := c.conn.Ping(ctx)
+	cancel()
+	c.mu.Lock()
+	c.pinging = false
+	kicked := c.kicked
+	c.mu.Unlock()
+	switch {
+	case kicked: // closing anyway: no heartbeat, no other close code
+	case err != nil:
+		c.kick(ClosePingTimeout, "ping timeout", true)
+	default:
+		c.heartbeat()
 	}
 }
 
