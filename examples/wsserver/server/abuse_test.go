@@ -157,3 +157,39 @@ func TestWritesGoOnWhileAPingIsOutstanding(t *testing.T) {
 		t.Errorf("%v sockets closed as slow", got)
 	}
 }
+
+// A sender that keeps over the rate gets one rate_limited notice for the
+// whole burst, not one per message it gets through; once it has let its
+// budget refill completely, a new burst gets a new notice.
+func TestOneRateLimitedNoticePerBurst(t *testing.T) {
+	e := newEnv(t, func(c *serverConfig) { c.MessageBurst = 3; c.MessageRate = 1; c.FrameBurst = 1000 })
+	alice := e.join("r", "alice")
+	alice.waitType("typing.state")
+	const refused = `wsserver_client_messages_refused_total{code="rate_limited"}`
+	for range 5 {
+		alice.send(map[string]string{"type": "ping"})
+	}
+	expectReplies(t, alice, 3, 1)
+	e.waitMetric(refused, 2)
+
+	// One token back: one ping through, the next one dropped, silently:
+	// the burst goes on.
+	e.clock.Advance(time.Second)
+	alice.send(map[string]string{"type": "ping"})
+	alice.send(map[string]string{"type": "ping"})
+	if m := alice.next(); m.Type != "pong" {
+		t.Fatalf("first ping after a token came back: %s, want a pong", m.raw)
+	}
+	e.waitMetric(refused, 3)
+	e.clock.Advance(time.Second)
+	for _, m := range alice.roundTrip() {
+		t.Errorf("a second notice within one burst: %s", m.raw)
+	}
+
+	// The budget refills completely: the next burst is told again.
+	e.clock.Advance(time.Minute)
+	for range 4 {
+		alice.send(map[string]string{"type": "ping"})
+	}
+	expectReplies(t, alice, 3, 1)
+}

@@ -89,9 +89,11 @@ type client struct {
 	beatMu   sync.Mutex
 	lastBeat time.Time
 
-	// Owned by the handler goroutine.
-	msgLimit, typingLimit limiter
-	noticed               bool // a rate_limited notice went out since the last accepted message
+	// Owned by the handler goroutine. msgNoticed and typingNoticed are
+	// set once a rate_limited notice went out for the budget, until the
+	// budget is whole again (see overRate).
+	msgLimit, typingLimit     limiter
+	msgNoticed, typingNoticed bool
 }
 
 func newClient(s *Server, room, user string) *client {
@@ -497,12 +499,14 @@ func (c *client) readLoop() error {
 			}
 			tooLarge = true
 		}
+		if c.msgNoticed && c.msgLimit.full() {
+			c.msgNoticed = false // the burst is over
+		}
 		if !c.msgLimit.allow() {
 			c.s.readBufs.Put(bp)
-			c.overRate("")
+			c.overRate("", &c.msgNoticed)
 			continue
 		}
-		c.noticed = false
 		switch {
 		case tooLarge:
 			c.refuse(refuse(CodeTooLarge, "message exceeds the size limit"))
@@ -515,16 +519,19 @@ func (c *client) readLoop() error {
 	}
 }
 
-// overRate drops a message over the socket's rate. The first one after an
-// accepted message is answered with one rate_limited error; later ones are
-// dropped without a word, so a flood never costs more replies than the
-// messages the server accepted.
-func (c *client) overRate(requestType string) {
+// overRate drops a message over one of the socket's budgets. The first of
+// a burst is answered with one rate_limited error; the rest of the burst
+// is dropped without a word. A burst ends only when the sender has stayed
+// within the rate long enough for the budget to refill completely, so a
+// sender that keeps over the rate gets one notice however long it keeps
+// on, and refusals never cost the server more than a reply per burst.
+// noticed is the budget's flag.
+func (c *client) overRate(requestType string, noticed *bool) {
 	c.s.metrics.clientRefused.WithLabelValues(CodeRateLimited).Inc()
-	if c.noticed {
+	if *noticed {
 		return
 	}
-	c.noticed = true
+	*noticed = true
 	c.enqueue(encodeError(CodeRateLimited, "too many messages: further ones are dropped without reply until the rate falls", requestType))
 }
 
@@ -556,8 +563,11 @@ func (c *client) handle(data []byte) {
 			c.refuse(withType(refuse(CodeBadField, `"typing" (true or false) is required`)))
 			return
 		}
+		if c.typingNoticed && c.typingLimit.full() {
+			c.typingNoticed = false
+		}
 		if !c.typingLimit.allow() {
-			c.overRate(m.Type)
+			c.overRate(m.Type, &c.typingNoticed)
 			return
 		}
 		c.room.setTyping(c.user, *typing, now, c.s.cfg.TypingTTL)

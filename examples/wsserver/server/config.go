@@ -144,9 +144,11 @@ type Config struct {
 	FrameBurst int
 	// MessageRate and MessageBurst bound how many data messages (text,
 	// binary, oversized alike) per second one socket may send; excess
-	// messages are dropped. The first dropped message after an accepted
-	// one is answered with one rate_limited error, later ones are dropped
-	// silently, so refusals never cost more than the messages let through.
+	// messages are dropped. The first dropped message of a burst is
+	// answered with one rate_limited error, the rest of the burst is
+	// dropped silently; a burst ends once the socket's budget has refilled
+	// completely (MessageBurst / MessageRate seconds within the rate), so
+	// a sender that stays over the rate gets one reply in all.
 	// Defaults 20 and 40.
 	MessageRate  float64
 	MessageBurst int
