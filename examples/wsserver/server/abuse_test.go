@@ -193,3 +193,34 @@ func TestOneRateLimitedNoticePerBurst(t *testing.T) {
 	}
 	expectReplies(t, alice, 3, 1)
 }
+
+// A client frame without a masking key ends the socket with a close frame
+// saying why: 1002, protocol error.
+func TestUnmaskedFrameClosesWithProtocolError(t *testing.T) {
+	e := newEnv(t, nil)
+	raw := e.dialRawSocket("/ws?ticket=" + url.QueryEscape(e.ticket("r", "bare")))
+	frames := raw.frames()
+	payload := []byte(`{"type":"ping"}`)
+	raw.write(append([]byte{0x80 | opText, byte(len(payload))}, payload...))
+	deadline := time.After(waitLimit)
+	for {
+		select {
+		case f, ok := <-frames:
+			if !ok {
+				t.Fatal("connection ended without a close frame")
+			}
+			if f.op != opClose {
+				continue
+			}
+			if len(f.payload) < 2 {
+				t.Fatalf("close frame without a code: %q", f.payload)
+			}
+			if code := int(f.payload[0])<<8 | int(f.payload[1]); code != int(websocket.StatusProtocolError) {
+				t.Fatalf("unmasked frame: close code %d, want %d", code, websocket.StatusProtocolError)
+			}
+			return
+		case <-deadline:
+			t.Fatalf("no close frame within %v", waitLimit)
+		}
+	}
+}

@@ -833,6 +833,11 @@ func (s *Server) serve(c *client, gen uint64) {
 	// or closing. The lobby learns of it at once: the writer's flush, the
 	// close handshake and a ping waiting for its pong proceed meanwhile
 	// and never delay the member's turn to reconnecting (and the grace).
+	if c.raw.unmasked.Load() {
+		// The library stopped reading at a client frame without a mask,
+		// and sent nothing: the client is told it broke the protocol.
+		c.kick(websocket.StatusProtocolError, "client frames must be masked", false)
+	}
 	c.kick(websocket.StatusNormalClosure, "", false)
 	c.pingCancel()
 	pseudo := pseudonym{s.svc, c.user}
