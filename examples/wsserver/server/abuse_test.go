@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -221,6 +222,47 @@ func TestUnmaskedFrameClosesWithProtocolError(t *testing.T) {
 			return
 		case <-deadline:
 			t.Fatalf("no close frame within %v", waitLimit)
+		}
+	}
+}
+
+// Request headers are capped at MaxHeaderBytes, request line and the blank
+// line after the headers included: exactly that much is served, one byte
+// more is refused with 431.
+func TestHeaderCapHolds(t *testing.T) {
+	for _, limit := range []int{16 << 10, 8 << 10} {
+		var mutate func(*serverConfig) // 16 KiB is the default
+		if limit != 16<<10 {
+			mutate = func(c *serverConfig) { c.MaxHeaderBytes = limit }
+		}
+		e := newEnv(t, mutate)
+		u, _ := url.Parse(e.ts.URL)
+		status := func(size int) int {
+			t.Helper()
+			head := "GET /healthz HTTP/1.1\r\nHost: " + u.Host + "\r\nX-Pad: "
+			tail := "\r\nConnection: close\r\n\r\n"
+			req := head + strings.Repeat("p", size-len(head)-len(tail)) + tail
+			conn, err := net.DialTimeout("tcp", u.Host, waitLimit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(waitLimit))
+			if _, err := conn.Write([]byte(req)); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("%d bytes of headers: %v", size, err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if got := status(limit); got != http.StatusOK {
+			t.Errorf("cap %d: headers of exactly %d bytes: status %d, want 200", limit, limit, got)
+		}
+		if got := status(limit + 1); got != http.StatusRequestHeaderFieldsTooLarge {
+			t.Errorf("cap %d: headers of %d bytes: status %d, want 431", limit, limit+1, got)
 		}
 	}
 }

@@ -180,8 +180,10 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
-	// MaxHeaderBytes bounds request headers (default 16 KiB) and
-	// MaxBodyBytes request bodies (default 4 KiB; no endpoint reads one).
+	// MaxHeaderBytes bounds request headers, the request line and the
+	// blank line after them included: a request whose headers are longer
+	// is refused with 431 (default 16 KiB, at least 8 KiB). MaxBodyBytes
+	// bounds request bodies (default 4 KiB; no endpoint reads one).
 	MaxHeaderBytes int
 	MaxBodyBytes   int64
 
@@ -317,6 +319,8 @@ func (c *Config) fill() error {
 		return errors.New("server: durations must not be negative")
 	case c.MaxHeaderBytes < 0 || c.MaxBodyBytes < 0 || c.ReadersPerMessage < 0 || c.TicketsPerUser < 0 || c.MaxTickets < 0:
 		return errors.New("server: limits must not be negative")
+	case c.MaxHeaderBytes < 8<<10:
+		return fmt.Errorf("server: MaxHeaderBytes must be at least 8 KiB, got %d", c.MaxHeaderBytes)
 	case c.SendQueue < 8:
 		return fmt.Errorf("server: SendQueue must be at least 8, got %d", c.SendQueue)
 	case c.MaxMessageBytes < 256:

@@ -29,6 +29,10 @@ import (
 // commandTimeout bounds one lobby command issued on behalf of a socket.
 const commandTimeout = 10 * time.Second
 
+// httpHeaderSlop is how far net/http reads past http.Server.MaxHeaderBytes
+// (its bufio slop) before it refuses a request's headers.
+const httpHeaderSlop = 4096
+
 // Server is the WebSocket lobby server. Create it with New, serve
 // Handler with an http.Server, run Run for the lobby's background work, and
 // call Shutdown before exiting.
@@ -223,7 +227,10 @@ func (s *Server) HTTPServer() *http.Server {
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		// net/http reads up to 4 KiB past its MaxHeaderBytes before it
+		// refuses a request: ask it for that much less, so that headers
+		// over Config.MaxHeaderBytes are refused (431).
+		MaxHeaderBytes: s.cfg.MaxHeaderBytes - httpHeaderSlop,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 }
