@@ -266,3 +266,40 @@ func TestHeaderCapHolds(t *testing.T) {
 		}
 	}
 }
+
+// /metrics answers only requests for the server's own names: loopback ones
+// and those configured; a DNS-rebound name is refused.
+func TestMetricsOnlyForKnownHosts(t *testing.T) {
+	e := newEnv(t, func(c *serverConfig) { c.MetricsHosts = []string{"Metrics.Internal", "10.1.2.3"} })
+	u, _ := url.Parse(e.ts.URL)
+	_, port, _ := net.SplitHostPort(u.Host)
+	for _, tt := range []struct {
+		host string
+		want int
+	}{
+		{u.Host, http.StatusOK},
+		{"localhost:" + port, http.StatusOK},
+		{"127.0.0.2", http.StatusOK},
+		{"[::1]:" + port, http.StatusOK},
+		{"metrics.internal:9090", http.StatusOK},
+		{"10.1.2.3", http.StatusOK},
+		{"evil.example:" + port, http.StatusForbidden},
+		{"evil.example", http.StatusForbidden},
+		{"10.1.2.4:" + port, http.StatusForbidden},
+		{"localhost.evil.example", http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, e.ts.URL+"/metrics", nil)
+		req.Host = tt.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.want {
+			t.Errorf("GET /metrics with Host %s: status %d, want %d", tt.host, resp.StatusCode, tt.want)
+		}
+	}
+	if _, err := server.New(server.Config{Authenticator: server.HeaderAuthenticator{}, MetricsHosts: []string{"http://x"}}); err == nil {
+		t.Error("a MetricsHosts entry with a scheme was accepted")
+	}
+}

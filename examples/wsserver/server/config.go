@@ -27,7 +27,8 @@ type Config struct {
 	// zero MaxMembers becomes DefaultMaxMembers (the server does not serve
 	// rooms without a member cap: set a large one if you must); a zero
 	// MaxConnectionsPerPlayer and Succession keep the lobby's meaning (no
-	// tab cap, earliest join first).
+	// tab cap, earliest join first); a deployment wants a tab cap
+	// (DefaultMaxTabs says why; the command sets it).
 	Policy lobby.Policy
 
 	// Authenticator says who asks for a ticket. Required.
@@ -172,6 +173,14 @@ type Config struct {
 	// the command fills in its listen address. Behind a proxy, list the
 	// public origin(s) users load the page from.
 	AllowedOrigins []string
+
+	// MetricsHosts lists host names or IP addresses, besides loopback
+	// ones ("localhost", 127.0.0.0/8, ::1), for which /metrics answers:
+	// a request whose Host header (port aside) names any other host is
+	// refused with 403, so that a page on a DNS-rebound name cannot read
+	// the metrics. List the name or address your scraper uses. Entries
+	// are compared case-insensitively, without port.
+	MetricsHosts []string
 
 	// Timeouts of the http.Server returned by HTTPServer: how long a
 	// client may take to send the request headers, the whole request
@@ -343,6 +352,11 @@ func (c *Config) fill() error {
 	case c.PseudonymKey != nil && len(c.PseudonymKey) < 16:
 		return errors.New("server: PseudonymKey must be at least 16 bytes")
 	}
+	for _, h := range c.MetricsHosts {
+		if err := checkMetricsHost(h); err != nil {
+			return err
+		}
+	}
 	for _, o := range c.AllowedOrigins {
 		if err := checkOriginPattern(o); err != nil {
 			return err
@@ -362,6 +376,13 @@ const (
 	// DefaultMaxTickets is how many tickets MemoryTickets remembers at
 	// most.
 	DefaultMaxTickets = 1 << 16
+	// DefaultMaxTabs is the command's cap on one player's sockets
+	// (lobby.Policy.MaxConnectionsPerPlayer): every socket costs the
+	// server a goroutine, pings and heartbeat writes to the store, so
+	// without a cap one user's tabs (or a script posing as them) can load
+	// the process and its store as much as thousands of players. The
+	// server package leaves a zero policy field uncapped; set it.
+	DefaultMaxTabs = 4
 	// DefaultChatHistoryBytes bounds a room's chat.history message.
 	DefaultChatHistoryBytes = 256 << 10
 	// DefaultSendQueueBytes bounds what may wait for one socket.

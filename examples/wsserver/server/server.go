@@ -231,7 +231,7 @@ func (s *Server) HTTPServer() *http.Server {
 		// refuses a request: ask it for that much less, so that headers
 		// over Config.MaxHeaderBytes are refused (431).
 		MaxHeaderBytes: s.cfg.MaxHeaderBytes - httpHeaderSlop,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 }
 
@@ -373,7 +373,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("OPTIONS /rooms/{roomId}/socket-ticket", s.handlePreflight)
 	mux.HandleFunc("GET /rooms/{roomId}", s.handleSnapshot)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.Handle("GET /metrics", s.metricsForHosts(s.metrics.handler()))
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.Handle("GET /static/", staticHandler())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
