@@ -303,3 +303,27 @@ func TestMetricsOnlyForKnownHosts(t *testing.T) {
 		t.Error("a MetricsHosts entry with a scheme was accepted")
 	}
 }
+
+// Made-up users filling the ticket table do not lock everybody out: a
+// user who asks for a ticket afterwards gets one and opens a socket with
+// it; the flood's oldest tickets are forgotten instead.
+func TestFullTicketTableRefusesNobody(t *testing.T) {
+	const limit = 64
+	e := newEnv(t, func(c *serverConfig) { c.MaxTickets = limit })
+	var flood []string
+	for i := range limit / server.DefaultTicketsPerUser {
+		for range server.DefaultTicketsPerUser {
+			flood = append(flood, e.ticket("r", fmt.Sprint("made-up-", i)))
+		}
+	}
+	alice := e.join("r", "alice") // a ticket, then the socket
+	alice.waitState("alice hosting", func(m msg) bool { return m.host() == "alice" })
+	if _, status, err := e.dialRaw("/ws?ticket=" + url.QueryEscape(flood[0])); err == nil || status != http.StatusUnauthorized {
+		t.Errorf("the flood's oldest ticket after the table overflowed: status %d (%v), want 401", status, err)
+	}
+	if conn, _, err := e.dialRaw("/ws?ticket=" + url.QueryEscape(flood[len(flood)-1])); err != nil {
+		t.Errorf("the flood's newest ticket: %v", err)
+	} else {
+		conn.CloseNow()
+	}
+}

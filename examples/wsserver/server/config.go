@@ -66,7 +66,8 @@ type Config struct {
 	// DefaultTicketsPerUser.
 	TicketsPerUser int
 	// MaxTickets bounds the tickets MemoryTickets remembers in all (issued
-	// and not yet expired, redeemed or not); more are refused with 503.
+	// and not yet expired, redeemed or not); past it, each new ticket
+	// makes the oldest one forgotten, so a full table refuses nobody.
 	// Default DefaultMaxTickets.
 	MaxTickets int
 

@@ -22,7 +22,9 @@ var (
 	// ErrTicketExpired: the ticket's lifetime is over.
 	ErrTicketExpired = errors.New("server: ticket expired")
 	// ErrTooManyTickets: the issuer holds as many tickets as it may; try
-	// again later.
+	// again later. The server answers it with 503. MemoryTickets never
+	// returns it (a full table sheds its oldest ticket); other Tickets
+	// may.
 	ErrTooManyTickets = errors.New("server: too many outstanding tickets")
 	// ErrUserTickets: this user holds as many unredeemed tickets as one
 	// user may; redeem one or wait for them to expire.
@@ -56,6 +58,14 @@ type Tickets interface {
 // are forgotten (at the next Issue or Collect). Memory is bounded by the
 // limit given to NewMemoryTickets, and one user's share by the per-user
 // limit.
+//
+// A full table does not refuse anybody: a new ticket makes the oldest one
+// forgotten (redeeming it then fails with ErrTicketUnknown). Whoever fills
+// the table (many made-up users asking for tickets they never use) so only
+// shortens the life of the tickets that sit unused longest, usually their
+// own: to take a ticket from a client that redeems it at once, a flood
+// would have to issue the whole table in the moment between that client's
+// two requests.
 type MemoryTickets struct {
 	clock   clockwork.Clock
 	ttl     time.Duration
@@ -106,7 +116,9 @@ func NewMemoryTickets(clock clockwork.Clock, ttl time.Duration, limit, perUser i
 
 // Issue returns a new ticket with 256 random bits, valid for the TTL.
 // It returns ErrUserTickets when user holds its share of unredeemed
-// tickets, and ErrTooManyTickets when the overall limit is reached.
+// tickets. When the overall limit is reached, the oldest ticket is
+// forgotten to make room (see MemoryTickets); Issue never returns
+// ErrTooManyTickets.
 func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return Ticket{}, err
@@ -123,7 +135,7 @@ func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, e
 		return Ticket{}, ErrUserTickets
 	}
 	if len(m.order) >= m.limit {
-		return Ticket{}, ErrTooManyTickets
+		m.shedOldest()
 	}
 	t := Ticket{Value: base64.RawURLEncoding.EncodeToString(b[:]), Room: room, User: user, Expires: now.Add(m.ttl)}
 	e := &ticketEntry{t: t}
@@ -153,6 +165,17 @@ func (m *MemoryTickets) Redeem(ctx context.Context, value string) (Ticket, error
 	}
 	m.use(e)
 	return e.t, nil
+}
+
+// shedOldest forgets the oldest ticket, to make room.
+func (m *MemoryTickets) shedOldest() {
+	e := m.order[0]
+	if !e.used {
+		m.use(e)
+	}
+	delete(m.byVal, e.t.Value)
+	m.order[0] = nil
+	m.order = m.order[1:]
 }
 
 // use marks e redeemed and releases its place in its user's share.
