@@ -107,7 +107,9 @@ func run() error {
 		n := min(together, o.readers-first)
 		errc := make(chan error, n)
 		for i := first; i < first+n; i++ {
-			go func() { errc <- readAll(ctx, base, room, fmt.Sprintf("%s%04d", strings.Repeat("<", 124), i), messageIDs) }()
+			go func() {
+				errc <- readAll(ctx, base, room, fmt.Sprintf("%s%04d", strings.Repeat("<", 124), i), messageIDs)
+			}()
 		}
 		for range n {
 			if err := <-errc; err != nil {
