@@ -3,6 +3,7 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -325,5 +326,43 @@ func TestFullTicketTableRefusesNobody(t *testing.T) {
 		t.Errorf("the flood's newest ticket: %v", err)
 	} else {
 		conn.CloseNow()
+	}
+}
+
+// When the ticket table is full, the tickets shed are those of the users
+// holding many unused ones (a flood of made-up users), not the older
+// ticket of a user who holds just the one.
+func TestFullTicketTableShedsTheHeaviestIssuers(t *testing.T) {
+	ctx := context.Background()
+	clock := newEnvClock()
+	m, err := server.NewMemoryTickets(clock, time.Minute, 64, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice, err := m.Issue(ctx, "r", "alice") // the oldest, and unused
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flood []server.Ticket
+	for i := range 16 {
+		for range 8 {
+			tk, err := m.Issue(ctx, "r", fmt.Sprint("made-up-", i))
+			if err != nil {
+				t.Fatalf("flood ticket %d: %v", len(flood), err)
+			}
+			flood = append(flood, tk)
+		}
+	}
+	if n := m.Len(); n != 64 {
+		t.Errorf("%d tickets remembered, want the limit, 64", n)
+	}
+	if _, err := m.Redeem(ctx, alice.Value); err != nil {
+		t.Errorf("alice's ticket, older than the whole flood: %v", err)
+	}
+	if _, err := m.Redeem(ctx, flood[0].Value); !errors.Is(err, server.ErrTicketUnknown) {
+		t.Errorf("the flood's oldest ticket: %v, want ErrTicketUnknown (shed)", err)
+	}
+	if _, err := m.Redeem(ctx, flood[len(flood)-1].Value); err != nil {
+		t.Errorf("the flood's newest ticket: %v", err)
 	}
 }

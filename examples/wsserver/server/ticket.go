@@ -59,13 +59,15 @@ type Tickets interface {
 // limit given to NewMemoryTickets, and one user's share by the per-user
 // limit.
 //
-// A full table does not refuse anybody: a new ticket makes the oldest one
-// forgotten (redeeming it then fails with ErrTicketUnknown). Whoever fills
-// the table (many made-up users asking for tickets they never use) so only
-// shortens the life of the tickets that sit unused longest, usually their
-// own: to take a ticket from a client that redeems it at once, a flood
-// would have to issue the whole table in the moment between that client's
-// two requests.
+// A full table does not refuse anybody: a new ticket makes an old one
+// forgotten (redeeming it then fails with ErrTicketUnknown). Among the
+// oldest tickets, the first that was already redeemed, or that belongs to
+// a user holding several unused ones, goes first; failing that, the
+// oldest. Whoever fills the table (made-up users asking for tickets they
+// never use) so mostly sheds their own tickets, and otherwise only
+// shortens the life of those that sit unused longest: to take a ticket
+// from a client that redeems it at once, a flood would have to issue the
+// whole table in the moment between that client's two requests.
 type MemoryTickets struct {
 	clock   clockwork.Clock
 	ttl     time.Duration
@@ -135,7 +137,7 @@ func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, e
 		return Ticket{}, ErrUserTickets
 	}
 	if len(m.order) >= m.limit {
-		m.shedOldest()
+		m.shed()
 	}
 	t := Ticket{Value: base64.RawURLEncoding.EncodeToString(b[:]), Room: room, User: user, Expires: now.Add(m.ttl)}
 	e := &ticketEntry{t: t}
@@ -167,13 +169,29 @@ func (m *MemoryTickets) Redeem(ctx context.Context, value string) (Ticket, error
 	return e.t, nil
 }
 
-// shedOldest forgets the oldest ticket, to make room.
-func (m *MemoryTickets) shedOldest() {
-	e := m.order[0]
+// shedWindow is how many of the oldest tickets a full table looks through
+// for one to shed.
+const shedWindow = 64
+
+// shed forgets one ticket to make room: among the shedWindow oldest, the
+// first that was redeemed already (forgetting it only changes how a reuse
+// is refused) or whose user holds more than one unused ticket (a client
+// that redeems its tickets holds one at a time); else the oldest.
+func (m *MemoryTickets) shed() {
+	victim := 0
+	for i, e := range m.order[:min(len(m.order), shedWindow)] {
+		if e.used || m.unused[e.t.User] > 1 {
+			victim = i
+			break
+		}
+	}
+	e := m.order[victim]
 	if !e.used {
 		m.use(e)
 	}
 	delete(m.byVal, e.t.Value)
+	// The ones before it move up by one: the order stays the issue order.
+	copy(m.order[1:victim+1], m.order[:victim])
 	m.order[0] = nil
 	m.order = m.order[1:]
 }
