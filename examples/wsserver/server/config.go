@@ -67,7 +67,8 @@ type Config struct {
 	TicketsPerUser int
 	// MaxTickets bounds the tickets MemoryTickets remembers in all (issued
 	// and not yet expired, redeemed or not); past it, each new ticket
-	// makes the oldest one forgotten, so a full table refuses nobody.
+	// makes an old one forgotten (see MemoryTickets), so a full table
+	// refuses nobody.
 	// Default DefaultMaxTickets.
 	MaxTickets int
 
