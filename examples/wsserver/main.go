@@ -64,6 +64,7 @@ type options struct {
 	ticketTTL      time.Duration
 	maxMembers     int
 	maxTabs        int
+	metricsHosts   string
 	origins        string
 	pseudonymKey   string
 	logFormat      string
@@ -112,7 +113,8 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 	fs.DurationVar(&o.heartbeatTTL, "heartbeat-ttl", ttl, "a socket that shows no sign of life for this long is ended; 0: only closes end sockets (env LOBBYHOST_HEARTBEAT_TTL)")
 	fs.DurationVar(&o.ticketTTL, "ticket-ttl", server.DefaultTicketTTL, "lifetime of a socket ticket")
 	fs.IntVar(&o.maxMembers, "max-members", server.DefaultMaxMembers, "most members per lobby, reconnecting ones included")
-	fs.IntVar(&o.maxTabs, "max-tabs", 0, "most sockets per player; more end the oldest (0: no cap)")
+	fs.IntVar(&o.maxTabs, "max-tabs", server.DefaultMaxTabs, "most sockets per player; more end the oldest (0: no cap)")
+	fs.StringVar(&o.metricsHosts, "metrics-hosts", "", "comma-separated host names or addresses, besides loopback ones and the listen address, for which /metrics answers")
 	fs.StringVar(&o.origins, "allow-origins", "", "comma-separated browser origins (scheme://host[:port], wildcards allowed) that may use the API; default: the listen address, over http and https")
 	fs.StringVar(&o.pseudonymKey, "pseudonym-key", getenv("LOBBYHOST_PSEUDONYM_KEY"), "hex key (at least 16 bytes) for player pseudonyms in logs; random if empty (env LOBBYHOST_PSEUDONYM_KEY)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -243,6 +245,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 			}
 		}
 	}
+	metricsHosts := listenHosts(ln.Addr())
+	for _, h := range strings.Split(o.metricsHosts, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			metricsHosts = append(metricsHosts, h)
+		}
+	}
 	srv, err := server.New(server.Config{
 		Store:          st,
 		Policy:         policy,
@@ -251,6 +259,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		PseudonymKey:   key,
 		TicketTTL:      o.ticketTTL,
 		AllowedOrigins: origins,
+		MetricsHosts:   metricsHosts,
 	})
 	if err != nil {
 		return err
@@ -318,6 +327,20 @@ func servePprof(addr string, logger *slog.Logger) (func(), error) {
 	go func() { _ = hs.Serve(ln) }()
 	logger.Warn("profiling endpoint enabled: it exposes the process's internals; keep it private", "addr", ln.Addr().String())
 	return func() { _ = hs.Close() }, nil
+}
+
+// listenHosts returns the host of a listen address, for /metrics: a
+// scraper that reaches the server at that address sends it as Host. An
+// unspecified host adds nothing (loopback names are always allowed).
+func listenHosts(addr net.Addr) []string {
+	host, _, err := net.SplitHostPort(addr.String())
+	if err != nil || host == "" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return nil
+	}
+	return []string{host}
 }
 
 // listenOrigins returns the browser origins of a listen address, over http

@@ -446,3 +446,57 @@ func TestRunAllowsItsOwnOrigin(t *testing.T) {
 		}
 	}
 }
+
+// The command caps one player's sockets at four unless told otherwise: a
+// fifth tab ends the oldest (4002).
+func TestRunCapsTabsByDefault(t *testing.T) {
+	p := start(t, nil)
+	var first <-chan state
+	var firstErr *error
+	for i := range 5 {
+		_, states, closeErr := p.attachErr(t, "r", "alice")
+		waitState(t, "alice", states, "alice online", func(s state) bool { return len(s.PlayerIDs) == 1 })
+		if i == 0 {
+			first, firstErr = states, closeErr
+		}
+	}
+	deadline := time.After(waitLimit)
+	for open := true; open; {
+		select {
+		case _, open = <-first:
+		case <-deadline:
+			t.Fatalf("the first of five tabs still open after %v", waitLimit)
+		}
+	}
+	if code := websocket.CloseStatus(*firstErr); code != 4002 {
+		t.Errorf("first of five tabs closed with %d, want 4002", code)
+	}
+}
+
+// /metrics answers for loopback names, the listen address and the hosts of
+// -metrics-hosts; not for another name (a DNS-rebound page's).
+func TestRunServesMetricsOnlyToItsHosts(t *testing.T) {
+	p := start(t, nil, "-metrics-hosts", "scrape.internal")
+	status := func(host string) int {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, p.base+"/metrics", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	host := strings.TrimPrefix(p.base, "http://")
+	for h, want := range map[string]int{
+		host:                   http.StatusOK,
+		"localhost":            http.StatusOK,
+		"scrape.internal:8080": http.StatusOK,
+		"rebound.example":      http.StatusForbidden,
+	} {
+		if got := status(h); got != want {
+			t.Errorf("GET /metrics for Host %s: %d, want %d", h, got, want)
+		}
+	}
+}

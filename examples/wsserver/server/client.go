@@ -22,7 +22,8 @@ import (
 // runs only while there is something to write (queued messages, a ping, a
 // close): it is started by whoever gives it work and ends when the queue is
 // empty, so an idle socket costs no goroutine, no channel and no stack for
-// writing.
+// writing. A ping waits for its pong on a goroutine of its own, for the
+// round trip, while the writer goes on writing.
 type client struct {
 	s      *Server
 	room   *room
@@ -65,12 +66,16 @@ type client struct {
 	ready    bool // receives chat, receipts and typing
 	// queue holds the messages waiting for the writer, oldest first;
 	// inflight counts those the writer took and is writing. Together they
-	// are bounded by Config.SendQueue. spare is the writer's last batch,
+	// are bounded by Config.SendQueue; queued is their size in bytes,
+	// bounded by Config.SendQueueBytes. spare is the writer's last batch,
 	// kept for reuse.
 	queue    [][]byte
 	spare    [][]byte
 	inflight int
+	queued   int
 	pingDue  bool
+	// pinging is set while a ping waits for its pong (see pingOnce).
+	pinging bool
 	// serving is set once the socket is upgraded: a writer may run.
 	// writing is set while one runs (at most one does).
 	serving     bool
@@ -84,9 +89,11 @@ type client struct {
 	beatMu   sync.Mutex
 	lastBeat time.Time
 
-	// Owned by the handler goroutine.
-	msgLimit, typingLimit limiter
-	noticed               bool // a rate_limited notice went out since the last accepted message
+	// Owned by the handler goroutine. msgNoticed and typingNoticed are
+	// set once a rate_limited notice went out for the budget, until the
+	// budget is whole again (see overRate).
+	msgLimit, typingLimit     limiter
+	msgNoticed, typingNoticed bool
 }
 
 func newClient(s *Server, room, user string) *client {
@@ -233,11 +240,15 @@ func (c *client) enqueueLocked(msg []byte, lossy bool) {
 		return
 	}
 	n := len(c.queue) + c.inflight
-	if lossy && n >= c.s.cfg.SendQueue/2 {
+	bytes := c.queued + len(msg)
+	if lossy && (n >= c.s.cfg.SendQueue/2 || bytes > c.s.cfg.SendQueueBytes/2) {
 		c.s.metrics.typingDropped.Inc()
 		return
 	}
-	if n >= c.s.cfg.SendQueue {
+	if n >= c.s.cfg.SendQueue || bytes > c.s.cfg.SendQueueBytes {
+		// A socket that does not take what it is sent is closed, whether
+		// it falls behind by many small messages or by a few large ones:
+		// nothing it is sent waits for it, and what it holds is bounded.
 		c.s.metrics.slowConsumers.Inc()
 		c.kickLocked(CloseSlowConsumer, "send queue overflow", true)
 		return
@@ -246,6 +257,7 @@ func (c *client) enqueueLocked(msg []byte, lossy bool) {
 		c.queue, c.spare = c.spare, nil
 	}
 	c.queue = append(c.queue, msg)
+	c.queued = bytes
 	c.wakeLocked()
 }
 
@@ -316,8 +328,8 @@ func (c *client) stop() {
 	c.cancel()
 }
 
-// writeLoop sends what is queued, in batches of one write each, and the
-// pings asked for, until there is nothing left to do; after a kick it
+// writeLoop sends what is queued, in batches of one write each, and starts
+// the pings asked for, until there is nothing left to do; after a kick it
 // closes the socket instead.
 func (c *client) writeLoop() {
 	for {
@@ -330,17 +342,30 @@ func (c *client) writeLoop() {
 		}
 		batch, ping := c.queue, c.pingDue
 		c.queue, c.inflight, c.pingDue = nil, len(batch), false
-		if len(batch) == 0 && !ping {
+		if ping && !c.pinging {
+			// The pong is waited for on a goroutine of its own, so that
+			// writing goes on meanwhile: a busy room keeps a socket's queue
+			// moving through a round trip. One ping at a time; its timeout
+			// closes a socket whose pong never comes.
+			c.pinging = true
+			go c.pingOnce()
+		}
+		if len(batch) == 0 {
 			c.writing = false
 			c.mu.Unlock()
 			return
 		}
 		c.mu.Unlock()
 		if len(batch) > 0 {
+			size := 0
+			for _, m := range batch {
+				size += len(m)
+			}
 			err := c.writeBatch(batch)
 			clear(batch)
 			c.mu.Lock()
 			c.inflight = 0
+			c.queued -= size
 			if cap(batch) <= 32 {
 				c.spare = batch[:0]
 			}
@@ -350,16 +375,27 @@ func (c *client) writeLoop() {
 				continue
 			}
 		}
-		if ping {
-			ctx, cancel := context.WithTimeout(c.pingCtx, c.s.cfg.PingTimeout)
-			err := c.conn.Ping(ctx)
-			cancel()
-			if err != nil {
-				c.kick(ClosePingTimeout, "ping timeout", true)
-				continue
-			}
-			c.heartbeat()
-		}
+	}
+}
+
+// pingOnce pings the socket and waits for the pong, at most PingTimeout;
+// the pong is a heartbeat, its absence closes the socket
+// (ClosePingTimeout). The ping frame goes out through the library's
+// writer, in the writer's batch if one is being collected.
+func (c *client) pingOnce() {
+	ctx, cancel := context.WithTimeout(c.pingCtx, c.s.cfg.PingTimeout)
+	err := c.conn.Ping(ctx)
+	cancel()
+	c.mu.Lock()
+	c.pinging = false
+	kicked := c.kicked
+	c.mu.Unlock()
+	switch {
+	case kicked: // closing anyway: no heartbeat, no other close code
+	case err != nil:
+		c.kick(ClosePingTimeout, "ping timeout", true)
+	default:
+		c.heartbeat()
 	}
 }
 
@@ -375,8 +411,12 @@ func (c *client) writeFailed() {
 // for a failure.
 func (c *client) writeBatch(msgs [][]byte) error {
 	c.out.cork()
+	defer c.out.share(nil)
 	for _, m := range msgs {
-		// The library only copies the frame into the cork: nothing here
+		// Queued messages are never changed once made, and shared with
+		// other sockets: the cork keeps their payloads by reference.
+		c.out.share(m)
+		// The library only hands the frame to the cork: nothing here
 		// waits on the network, so no context deadline is needed.
 		if err := c.conn.Write(context.Background(), websocket.MessageText, m); err != nil {
 			c.out.uncork()
@@ -406,7 +446,7 @@ func (c *client) closeConn() {
 	} else {
 		c.mu.Lock()
 		rest := c.queue
-		c.queue = nil
+		c.queue, c.queued = nil, 0
 		c.mu.Unlock()
 		if len(rest) > 0 && c.writeBatch(rest) != nil {
 			c.conn.CloseNow()
@@ -459,12 +499,14 @@ func (c *client) readLoop() error {
 			}
 			tooLarge = true
 		}
+		if c.msgNoticed && c.msgLimit.full() {
+			c.msgNoticed = false // the burst is over
+		}
 		if !c.msgLimit.allow() {
 			c.s.readBufs.Put(bp)
-			c.overRate("")
+			c.overRate("", &c.msgNoticed)
 			continue
 		}
-		c.noticed = false
 		switch {
 		case tooLarge:
 			c.refuse(refuse(CodeTooLarge, "message exceeds the size limit"))
@@ -477,16 +519,19 @@ func (c *client) readLoop() error {
 	}
 }
 
-// overRate drops a message over the socket's rate. The first one after an
-// accepted message is answered with one rate_limited error; later ones are
-// dropped without a word, so a flood never costs more replies than the
-// messages the server accepted.
-func (c *client) overRate(requestType string) {
+// overRate drops a message over one of the socket's budgets. The first of
+// a burst is answered with one rate_limited error; the rest of the burst
+// is dropped without a word. A burst ends only when the sender has stayed
+// within the rate long enough for the budget to refill completely, so a
+// sender that keeps over the rate gets one notice however long it keeps
+// on, and refusals never cost the server more than a reply per burst.
+// noticed is the budget's flag.
+func (c *client) overRate(requestType string, noticed *bool) {
 	c.s.metrics.clientRefused.WithLabelValues(CodeRateLimited).Inc()
-	if c.noticed {
+	if *noticed {
 		return
 	}
-	c.noticed = true
+	*noticed = true
 	c.enqueue(encodeError(CodeRateLimited, "too many messages: further ones are dropped without reply until the rate falls", requestType))
 }
 
@@ -518,8 +563,11 @@ func (c *client) handle(data []byte) {
 			c.refuse(withType(refuse(CodeBadField, `"typing" (true or false) is required`)))
 			return
 		}
+		if c.typingNoticed && c.typingLimit.full() {
+			c.typingNoticed = false
+		}
 		if !c.typingLimit.allow() {
-			c.overRate(m.Type)
+			c.overRate(m.Type, &c.typingNoticed)
 			return
 		}
 		c.room.setTyping(c.user, *typing, now, c.s.cfg.TypingTTL)

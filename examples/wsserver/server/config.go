@@ -27,7 +27,8 @@ type Config struct {
 	// zero MaxMembers becomes DefaultMaxMembers (the server does not serve
 	// rooms without a member cap: set a large one if you must); a zero
 	// MaxConnectionsPerPlayer and Succession keep the lobby's meaning (no
-	// tab cap, earliest join first).
+	// tab cap, earliest join first); a deployment wants a tab cap
+	// (DefaultMaxTabs says why; the command sets it).
 	Policy lobby.Policy
 
 	// Authenticator says who asks for a ticket. Required.
@@ -65,7 +66,9 @@ type Config struct {
 	// DefaultTicketsPerUser.
 	TicketsPerUser int
 	// MaxTickets bounds the tickets MemoryTickets remembers in all (issued
-	// and not yet expired, redeemed or not); more are refused with 503.
+	// and not yet expired, redeemed or not); past it, each new ticket
+	// makes an old one forgotten (see MemoryTickets), so a full table
+	// refuses nobody.
 	// Default DefaultMaxTickets.
 	MaxTickets int
 
@@ -95,6 +98,16 @@ type Config struct {
 	// (CloseSlowConsumer): a slow client never holds up the others.
 	// Default 128, at least 8.
 	SendQueue int
+	// SendQueueBytes bounds the same messages by their size: a socket
+	// whose waiting and in-flight messages would exceed it is closed with
+	// CloseSlowConsumer, like one whose queue is full, and typing
+	// indicators are dropped for it past half of it. Queued messages are
+	// shared with the room's other sockets rather than copied, so this
+	// bounds how far behind a socket may fall more than its memory.
+	// Default DefaultSendQueueBytes (1 MiB); at least ChatHistoryBytes plus
+	// 64 KiB, so that a socket can take the chat history it is sent on
+	// attach along with the room's state.
+	SendQueueBytes int
 
 	// MaxMessageBytes is the largest client frame the server reads; larger
 	// frames up to MaxFrameBytes are skipped and answered with a too_large
@@ -109,6 +122,15 @@ type Config struct {
 	// ChatHistory is how many chat messages each room keeps and sends to
 	// a socket when it attaches. Default 100.
 	ChatHistory int
+	// ChatHistoryBytes bounds the chat.history message a socket gets on
+	// attach by its encoded size (JSON escaping and read receipts
+	// included): past it the oldest messages are dropped from the
+	// history. The message is encoded once per change of the history and
+	// shared by every socket that attaches until the next one. Default
+	// DefaultChatHistoryBytes (256 KiB); at least what one chat message
+	// can take encoded with all its receipts (MaxChatBytes, IDs and
+	// ReadersPerMessage at their largest, every byte escaped).
+	ChatHistoryBytes int
 
 	// ReadersPerMessage bounds the read receipts kept (and sent) per chat
 	// message; later readers are not recorded. Default 64.
@@ -125,9 +147,11 @@ type Config struct {
 	FrameBurst int
 	// MessageRate and MessageBurst bound how many data messages (text,
 	// binary, oversized alike) per second one socket may send; excess
-	// messages are dropped. The first dropped message after an accepted
-	// one is answered with one rate_limited error, later ones are dropped
-	// silently, so refusals never cost more than the messages let through.
+	// messages are dropped. The first dropped message of a burst is
+	// answered with one rate_limited error, the rest of the burst is
+	// dropped silently; a burst ends once the socket's budget has refilled
+	// completely (MessageBurst / MessageRate seconds within the rate), so
+	// a sender that stays over the rate gets one reply in all.
 	// Defaults 20 and 40.
 	MessageRate  float64
 	MessageBurst int
@@ -152,6 +176,14 @@ type Config struct {
 	// public origin(s) users load the page from.
 	AllowedOrigins []string
 
+	// MetricsHosts lists host names or IP addresses, besides loopback
+	// ones ("localhost", 127.0.0.0/8, ::1), for which /metrics answers:
+	// a request whose Host header (port aside) names any other host is
+	// refused with 403, so that a page on a DNS-rebound name cannot read
+	// the metrics. List the name or address your scraper uses. Entries
+	// are compared case-insensitively, without port.
+	MetricsHosts []string
+
 	// Timeouts of the http.Server returned by HTTPServer: how long a
 	// client may take to send the request headers, the whole request
 	// (body included; sockets are exempt once upgraded), and how long an
@@ -159,8 +191,10 @@ type Config struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	IdleTimeout       time.Duration
-	// MaxHeaderBytes bounds request headers (default 16 KiB) and
-	// MaxBodyBytes request bodies (default 4 KiB; no endpoint reads one).
+	// MaxHeaderBytes bounds request headers, the request line and the
+	// blank line after them included: a request whose headers are longer
+	// is refused with 431 (default 16 KiB, at least 8 KiB). MaxBodyBytes
+	// bounds request bodies (default 4 KiB; no endpoint reads one).
 	MaxHeaderBytes int
 	MaxBodyBytes   int64
 
@@ -265,6 +299,12 @@ func (c *Config) fill() error {
 	if c.ChatHistory == 0 {
 		c.ChatHistory = 100
 	}
+	if c.ChatHistoryBytes == 0 {
+		c.ChatHistoryBytes = DefaultChatHistoryBytes
+	}
+	if c.SendQueueBytes == 0 {
+		c.SendQueueBytes = DefaultSendQueueBytes
+	}
 	if c.MessageRate == 0 {
 		c.MessageRate = 20
 	}
@@ -290,6 +330,8 @@ func (c *Config) fill() error {
 		return errors.New("server: durations must not be negative")
 	case c.MaxHeaderBytes < 0 || c.MaxBodyBytes < 0 || c.ReadersPerMessage < 0 || c.TicketsPerUser < 0 || c.MaxTickets < 0:
 		return errors.New("server: limits must not be negative")
+	case c.MaxHeaderBytes < 8<<10:
+		return fmt.Errorf("server: MaxHeaderBytes must be at least 8 KiB, got %d", c.MaxHeaderBytes)
 	case c.SendQueue < 8:
 		return fmt.Errorf("server: SendQueue must be at least 8, got %d", c.SendQueue)
 	case c.MaxMessageBytes < 256:
@@ -300,10 +342,22 @@ func (c *Config) fill() error {
 		return errors.New("server: MaxChatBytes must be between 1 and MaxMessageBytes")
 	case c.ChatHistory < 1:
 		return errors.New("server: ChatHistory must be positive")
+	case c.ReadersPerMessage > 1<<16:
+		return errors.New("server: ReadersPerMessage must be at most 65536")
+	case c.ChatHistoryBytes < maxEntryBytes(c.MaxChatBytes, c.ReadersPerMessage)+historyOverhead:
+		return fmt.Errorf("server: ChatHistoryBytes must be at least %d (one chat message at its largest), got %d",
+			maxEntryBytes(c.MaxChatBytes, c.ReadersPerMessage)+historyOverhead, c.ChatHistoryBytes)
+	case c.SendQueueBytes < c.ChatHistoryBytes+64<<10:
+		return fmt.Errorf("server: SendQueueBytes must be at least ChatHistoryBytes + 64 KiB (%d), got %d", c.ChatHistoryBytes+64<<10, c.SendQueueBytes)
 	case c.MessageRate < 0 || c.MessageBurst < 1 || c.TypingRate < 0 || c.TypingBurst < 1 || c.FrameRate < 0 || c.FrameBurst < 1:
 		return errors.New("server: rates must not be negative and bursts must be positive")
 	case c.PseudonymKey != nil && len(c.PseudonymKey) < 16:
 		return errors.New("server: PseudonymKey must be at least 16 bytes")
+	}
+	for _, h := range c.MetricsHosts {
+		if err := checkMetricsHost(h); err != nil {
+			return err
+		}
 	}
 	for _, o := range c.AllowedOrigins {
 		if err := checkOriginPattern(o); err != nil {
@@ -324,4 +378,15 @@ const (
 	// DefaultMaxTickets is how many tickets MemoryTickets remembers at
 	// most.
 	DefaultMaxTickets = 1 << 16
+	// DefaultMaxTabs is the command's cap on one player's sockets
+	// (lobby.Policy.MaxConnectionsPerPlayer): every socket costs the
+	// server a goroutine, pings and heartbeat writes to the store, so
+	// without a cap one user's tabs (or a script posing as them) can load
+	// the process and its store as much as thousands of players. The
+	// server package leaves a zero policy field uncapped; set it.
+	DefaultMaxTabs = 4
+	// DefaultChatHistoryBytes bounds a room's chat.history message.
+	DefaultChatHistoryBytes = 256 << 10
+	// DefaultSendQueueBytes bounds what may wait for one socket.
+	DefaultSendQueueBytes = 1 << 20
 )

@@ -55,6 +55,8 @@
 // by the demo trusts a request header and is only fit for a demo behind
 // nothing. It keeps chat in memory, bounded, per process. It limits what
 // one socket, one user and one room may cost (frame and message budgets,
-// ticket caps, a member cap, HTTP timeouts through HTTPServer), but keeps
-// no per-address limits: put those in the proxy in front.
+// a send queue bounded in messages and bytes, a chat history bounded by its
+// encoded size and shared by every joiner, ticket caps, a member cap, HTTP
+// timeouts and a header cap through HTTPServer), but keeps no per-address
+// limits: put those in the proxy in front.
 package server

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,6 +38,11 @@ type frameMeter struct {
 
 	stop     chan struct{}
 	stopOnce sync.Once
+	// unmasked is set at the first frame without a masking key: every
+	// client frame must have one (RFC 6455, section 5.1). The library
+	// refuses such a frame without a close frame; the server closes with
+	// a protocol error (1002) when it sees this.
+	unmasked atomic.Bool
 
 	store   []byte // backing array of buf
 	buf     []byte // read from Conn, not yet returned
@@ -94,6 +100,9 @@ func (m *frameMeter) scan() error {
 		hlen, plen, complete := frameHeader(m.buf[m.ok:])
 		if !complete {
 			return nil
+		}
+		if m.buf[m.ok+1]&0x80 == 0 {
+			m.unmasked.Store(true)
 		}
 		if !m.budget.allow() {
 			if m.ok > 0 {

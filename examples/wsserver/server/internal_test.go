@@ -140,21 +140,32 @@ func TestMemoryTickets(t *testing.T) {
 	b, _ := m.Issue(ctx, "room", "bob")
 	clock.Advance(time.Minute - time.Nanosecond)
 	c, _ := m.Issue(ctx, "room", "carol")
-	if _, err := m.Issue(ctx, "room", "dave"); !errors.Is(err, ErrTooManyTickets) {
-		t.Errorf("fourth outstanding ticket: %v, want ErrTooManyTickets", err)
+	// The table is full (a, b, c): a fourth ticket is issued all the same,
+	// and the oldest is forgotten.
+	d, err := m.Issue(ctx, "room", "dave")
+	if err != nil {
+		t.Fatalf("a ticket with the table full: %v, want the oldest shed instead", err)
 	}
-	clock.Advance(time.Nanosecond) // a's and b's lifetime is over
+	if _, err := m.Redeem(ctx, a.Value); !errors.Is(err, ErrTicketUnknown) {
+		t.Errorf("Redeem of the shed ticket: %v, want ErrTicketUnknown", err)
+	}
+	if n := m.Len(); n != 3 {
+		t.Errorf("remembered tickets with the table full = %d, want 3", n)
+	}
+	clock.Advance(time.Nanosecond) // b's lifetime is over
 	if _, err := m.Redeem(ctx, b.Value); !errors.Is(err, ErrTicketExpired) {
 		t.Errorf("Redeem at the expiry: %v, want ErrTicketExpired", err)
 	}
-	if _, err := m.Issue(ctx, "room", "dave"); err != nil { // prunes a and b
+	if _, err := m.Issue(ctx, "room", "erin"); err != nil { // prunes b
 		t.Errorf("Issue after expiries: %v", err)
 	}
-	if n := m.Len(); n != 2 {
-		t.Errorf("remembered tickets after pruning = %d, want 2 (carol, dave)", n)
+	if n := m.Len(); n != 3 {
+		t.Errorf("remembered tickets after pruning = %d, want 3 (carol, dave, erin)", n)
 	}
-	if _, err := m.Redeem(ctx, c.Value); err != nil {
-		t.Errorf("carol's ticket inside its lifetime: %v", err)
+	for _, tk := range []Ticket{c, d} {
+		if _, err := m.Redeem(ctx, tk.Value); err != nil {
+			t.Errorf("%s's ticket inside its lifetime: %v", tk.User, err)
+		}
 	}
 	if _, err := NewMemoryTickets(clock, 0, 0, 0); err == nil {
 		t.Error("NewMemoryTickets with a zero TTL succeeded")
@@ -326,7 +337,7 @@ func TestRoomFromPath(t *testing.T) {
 // order.
 func TestOfferStateKeepsRevisionOrder(t *testing.T) {
 	// Not serving: no writer starts, the queue keeps what is offered.
-	c := &client{s: &Server{cfg: Config{SendQueue: 16}}}
+	c := &client{s: &Server{cfg: Config{SendQueue: 16, SendQueueBytes: 1 << 20}}}
 	r := &room{clients: map[*client]struct{}{c: {}}}
 	for _, rev := range []uint64{5, 3} {
 		c.offerState(rev, []byte{byte(rev)})

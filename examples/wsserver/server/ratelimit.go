@@ -19,6 +19,12 @@ func newLimiter(clock clockwork.Clock, perSecond float64, burst int) limiter {
 	return limiter{clock: clock, l: rate.NewLimiter(rate.Limit(perSecond), burst)}
 }
 
+// full reports whether the bucket holds its whole burst now: the sender
+// has been within the rate long enough for the budget to refill.
+func (l limiter) full() bool {
+	return l.l.TokensAt(l.clock.Now()) >= float64(l.l.Burst())
+}
+
 // allow takes a token if there is one now.
 func (l limiter) allow() bool { return l.l.AllowN(l.clock.Now(), 1) }
 

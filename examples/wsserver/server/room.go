@@ -35,10 +35,19 @@ type room struct {
 	byGen      map[uint64]*client
 	emptySince time.Time // zero while the room has clients
 	historyCap int
-	readersCap int          // read receipts kept per message
-	chat       []*chatEntry // oldest first
-	chatByID   map[string]*chatEntry
-	typing     map[string]time.Time // user → until
+	// historyBytes bounds the encoded chat.history (Config.ChatHistoryBytes);
+	// chatBytes is the encoded size of the entries in chat, commas between
+	// them included.
+	historyBytes int
+	chatBytes    int
+	readersCap   int          // read receipts kept per message
+	chat         []*chatEntry // oldest first
+	chatByID     map[string]*chatEntry
+	// history is the chat.history message every socket gets on attach,
+	// encoded once per change of the history and shared by all of them;
+	// nil when the history changed since.
+	history []byte
+	typing  map[string]time.Time // user → until
 	// classes is the client class of each user's latest socket here,
 	// for the Service's grace advice (lobby.WithClientClass).
 	classes map[string]string
@@ -58,6 +67,30 @@ type chatEntry struct {
 	msg    chatMsg
 	readBy map[string]struct{}
 	order  []string // readers in the order they read
+	// enc is the entry as chat.history lists it, receipts included.
+	enc []byte
+}
+
+// encode sets e.enc from the message and its receipts.
+func (e *chatEntry) encode() {
+	m := e.msg
+	m.Type, m.RoomID = "", ""
+	m.ReadBy = e.order
+	e.enc = mustJSON(m)
+}
+
+// historyOverhead bounds what chat.history holds besides its entries: the
+// type, the room ID (128 bytes, each escaped to at most six) and the
+// brackets.
+const historyOverhead = 1024
+
+// maxEntryBytes is the most one chat message can take in chat.history:
+// text of maxChat bytes, a sender of 128 and a clientMsgId of 64, readers
+// receipts of 128-byte IDs, every byte escaped to six (\u003c), plus the
+// field names, the server's message ID and the time.
+func maxEntryBytes(maxChat, readers int) int {
+	const id, clientID, fixed = 6*128 + 2, 6*64 + 2, 256
+	return fixed + id + clientID + 6*maxChat + 2 + readers*(id+1)
 }
 
 // attach registers c in its room, creating the room if needed.
@@ -67,14 +100,15 @@ func (h *hub) attach(id string, c *client) *room {
 	r := h.rooms[id]
 	if r == nil {
 		r = &room{
-			id:         id,
-			clients:    map[*client]struct{}{},
-			byGen:      map[uint64]*client{},
-			historyCap: h.s.cfg.ChatHistory,
-			readersCap: h.s.cfg.ReadersPerMessage,
-			chatByID:   map[string]*chatEntry{},
-			typing:     map[string]time.Time{},
-			classes:    map[string]string{},
+			id:           id,
+			clients:      map[*client]struct{}{},
+			byGen:        map[uint64]*client{},
+			historyCap:   h.s.cfg.ChatHistory,
+			historyBytes: h.s.cfg.ChatHistoryBytes,
+			readersCap:   h.s.cfg.ReadersPerMessage,
+			chatByID:     map[string]*chatEntry{},
+			typing:       map[string]time.Time{},
+			classes:      map[string]string{},
 		}
 		h.rooms[id] = r
 	}
@@ -228,15 +262,48 @@ func (r *room) broadcastLocked(msg []byte, lossy bool) {
 func (r *room) ready(c *client, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	hist := chatHistoryMsg{Type: TypeChatHistory, RoomID: r.id, Messages: make([]chatMsg, 0, len(r.chat))}
-	for _, e := range r.chat {
-		m := e.msg
-		m.Type, m.RoomID = "", ""
-		m.ReadBy = append([]string(nil), e.order...)
-		hist.Messages = append(hist.Messages, m)
-	}
 	ts := typingStateMsg{Type: TypeTypingState, RoomID: r.id, UserIDs: r.typingNowLocked(now)}
-	c.markReady(mustJSON(hist), mustJSON(ts))
+	c.markReady(r.historyLocked(), mustJSON(ts))
+}
+
+// historyLocked returns the chat.history message, encoding it if the
+// history changed since it was last encoded. Its bytes are what
+// encoding/json makes of a chatHistoryMsg.
+func (r *room) historyLocked() []byte {
+	if r.history != nil {
+		return r.history
+	}
+	b := make([]byte, 0, historyOverhead+r.chatBytes)
+	b = append(b, `{"type":`...)
+	b = appendJSONString(b, TypeChatHistory)
+	b = append(b, `,"roomId":`...)
+	b = appendJSONString(b, r.id)
+	b = append(b, `,"messages":[`...)
+	for i, e := range r.chat {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, e.enc...)
+	}
+	r.history = append(b, ']', '}')
+	return r.history
+}
+
+// resizedLocked records that an entry's encoding changed from old bytes
+// to e.enc, and drops the oldest messages while the history holds more
+// than ChatHistory of them or its encoding would exceed ChatHistoryBytes.
+// The newest always stays: Config checks that one message at its largest
+// fits.
+func (r *room) resizedLocked(old int, e *chatEntry) {
+	r.chatBytes += len(e.enc) - old
+	r.history = nil
+	for len(r.chat) > 1 && (len(r.chat) > r.historyCap || historyOverhead+r.chatBytes > r.historyBytes) {
+		drop := r.chat[0]
+		r.chat[0] = nil
+		r.chat = r.chat[1:]
+		delete(r.chatByID, drop.msg.MessageID)
+		r.chatBytes -= len(drop.enc) + 1 // and the comma after it
+	}
 }
 
 // addChat appends a chat message to the history and sends it to the room.
@@ -244,14 +311,15 @@ func (r *room) addChat(m chatMsg) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e := &chatEntry{msg: m, readBy: map[string]struct{}{}}
+	e.encode()
 	r.chat = append(r.chat, e)
 	r.chatByID[m.MessageID] = e
-	if len(r.chat) > r.historyCap {
-		old := r.chat[0]
-		r.chat[0] = nil
-		r.chat = r.chat[1:]
-		delete(r.chatByID, old.msg.MessageID)
+	sep := 0
+	if len(r.chat) > 1 {
+		sep = 1
 	}
+	r.chatBytes += sep
+	r.resizedLocked(0, e)
 	r.broadcastLocked(mustJSON(m), false)
 }
 
@@ -271,6 +339,9 @@ func (r *room) markRead(user, id string, at string) (found bool) {
 	}
 	e.readBy[user] = struct{}{}
 	e.order = append(e.order, user)
+	old := len(e.enc)
+	e.encode()
+	r.resizedLocked(old, e)
 	r.broadcastLocked(mustJSON(readMsg{Type: TypeMessageRead, RoomID: r.id, MessageID: id, UserID: user, Time: at}), false)
 	return true
 }

@@ -29,6 +29,10 @@ import (
 // commandTimeout bounds one lobby command issued on behalf of a socket.
 const commandTimeout = 10 * time.Second
 
+// httpHeaderSlop is how far net/http reads past http.Server.MaxHeaderBytes
+// (its bufio slop) before it refuses a request's headers.
+const httpHeaderSlop = 4096
+
 // Server is the WebSocket lobby server. Create it with New, serve
 // Handler with an http.Server, run Run for the lobby's background work, and
 // call Shutdown before exiting.
@@ -223,8 +227,11 @@ func (s *Server) HTTPServer() *http.Server {
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		ReadTimeout:       s.cfg.ReadTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
-		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// net/http reads up to 4 KiB past its MaxHeaderBytes before it
+		// refuses a request: ask it for that much less, so that headers
+		// over Config.MaxHeaderBytes are refused (431).
+		MaxHeaderBytes: s.cfg.MaxHeaderBytes - httpHeaderSlop,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 }
 
@@ -366,7 +373,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("OPTIONS /rooms/{roomId}/socket-ticket", s.handlePreflight)
 	mux.HandleFunc("GET /rooms/{roomId}", s.handleSnapshot)
 	mux.HandleFunc("GET /healthz", s.handleHealthz)
-	mux.Handle("GET /metrics", s.metrics.handler())
+	mux.Handle("GET /metrics", s.metricsForHosts(s.metrics.handler()))
 	mux.HandleFunc("GET /{$}", s.handleIndex)
 	mux.Handle("GET /static/", staticHandler())
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -833,6 +840,11 @@ func (s *Server) serve(c *client, gen uint64) {
 	// or closing. The lobby learns of it at once: the writer's flush, the
 	// close handshake and a ping waiting for its pong proceed meanwhile
 	// and never delay the member's turn to reconnecting (and the grace).
+	if c.raw.unmasked.Load() {
+		// The library stopped reading at a client frame without a mask,
+		// and sent nothing: the client is told it broke the protocol.
+		c.kick(websocket.StatusProtocolError, "client frames must be masked", false)
+	}
 	c.kick(websocket.StatusNormalClosure, "", false)
 	c.pingCancel()
 	pseudo := pseudonym{s.svc, c.user}

@@ -84,3 +84,16 @@ func TestSockWriterBatches(t *testing.T) {
 		t.Errorf("writes after abort reached the connection: %q", conn.writes[2:])
 	}
 }
+
+// recordingSlices records the slices written to it, not copies of them.
+type recordingSlices struct {
+	net.Conn
+	writes [][]byte
+}
+
+func (c *recordingSlices) Write(p []byte) (int, error) {
+	c.writes = append(c.writes, p)
+	return len(p), nil
+}
+
+func (c *recordingSlices) SetWriteDeadline(time.Time) error { return nil }

@@ -22,7 +22,9 @@ var (
 	// ErrTicketExpired: the ticket's lifetime is over.
 	ErrTicketExpired = errors.New("server: ticket expired")
 	// ErrTooManyTickets: the issuer holds as many tickets as it may; try
-	// again later.
+	// again later. The server answers it with 503. MemoryTickets never
+	// returns it (a full table sheds its oldest ticket); other Tickets
+	// may.
 	ErrTooManyTickets = errors.New("server: too many outstanding tickets")
 	// ErrUserTickets: this user holds as many unredeemed tickets as one
 	// user may; redeem one or wait for them to expire.
@@ -56,6 +58,16 @@ type Tickets interface {
 // are forgotten (at the next Issue or Collect). Memory is bounded by the
 // limit given to NewMemoryTickets, and one user's share by the per-user
 // limit.
+//
+// A full table does not refuse anybody: a new ticket makes an old one
+// forgotten (redeeming it then fails with ErrTicketUnknown). Among the
+// oldest tickets, the first that was already redeemed, or that belongs to
+// a user holding several unused ones, goes first; failing that, the
+// oldest. Whoever fills the table (made-up users asking for tickets they
+// never use) so mostly sheds their own tickets, and otherwise only
+// shortens the life of those that sit unused longest: to take a ticket
+// from a client that redeems it at once, a flood would have to issue the
+// whole table in the moment between that client's two requests.
 type MemoryTickets struct {
 	clock   clockwork.Clock
 	ttl     time.Duration
@@ -106,7 +118,9 @@ func NewMemoryTickets(clock clockwork.Clock, ttl time.Duration, limit, perUser i
 
 // Issue returns a new ticket with 256 random bits, valid for the TTL.
 // It returns ErrUserTickets when user holds its share of unredeemed
-// tickets, and ErrTooManyTickets when the overall limit is reached.
+// tickets. When the overall limit is reached, the oldest ticket is
+// forgotten to make room (see MemoryTickets); Issue never returns
+// ErrTooManyTickets.
 func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, error) {
 	if err := ctx.Err(); err != nil {
 		return Ticket{}, err
@@ -123,7 +137,7 @@ func (m *MemoryTickets) Issue(ctx context.Context, room, user string) (Ticket, e
 		return Ticket{}, ErrUserTickets
 	}
 	if len(m.order) >= m.limit {
-		return Ticket{}, ErrTooManyTickets
+		m.shed()
 	}
 	t := Ticket{Value: base64.RawURLEncoding.EncodeToString(b[:]), Room: room, User: user, Expires: now.Add(m.ttl)}
 	e := &ticketEntry{t: t}
@@ -153,6 +167,33 @@ func (m *MemoryTickets) Redeem(ctx context.Context, value string) (Ticket, error
 	}
 	m.use(e)
 	return e.t, nil
+}
+
+// shedWindow is how many of the oldest tickets a full table looks through
+// for one to shed.
+const shedWindow = 64
+
+// shed forgets one ticket to make room: among the shedWindow oldest, the
+// first that was redeemed already (forgetting it only changes how a reuse
+// is refused) or whose user holds more than one unused ticket (a client
+// that redeems its tickets holds one at a time); else the oldest.
+func (m *MemoryTickets) shed() {
+	victim := 0
+	for i, e := range m.order[:min(len(m.order), shedWindow)] {
+		if e.used || m.unused[e.t.User] > 1 {
+			victim = i
+			break
+		}
+	}
+	e := m.order[victim]
+	if !e.used {
+		m.use(e)
+	}
+	delete(m.byVal, e.t.Value)
+	// The ones before it move up by one: the order stays the issue order.
+	copy(m.order[1:victim+1], m.order[:victim])
+	m.order[0] = nil
+	m.order = m.order[1:]
 }
 
 // use marks e redeemed and releases its place in its user's share.
