@@ -1,0 +1,32 @@
+/**
+ * Reconnect delays: exponential backoff with full jitter.
+ *
+ * @packageDocumentation
+ */
+/** The backoff's shape. */
+export interface BackoffOptions {
+    /** The bound of the first retry's delay, in milliseconds. Default 250. */
+    readonly baseMs?: number;
+    /** The largest bound any retry's delay can have, in milliseconds. Default 4000. */
+    readonly capMs?: number;
+}
+/** Default {@link BackoffOptions.baseMs}. */
+export declare const DEFAULT_BACKOFF_BASE_MS = 250;
+/** Default {@link BackoffOptions.capMs}. */
+export declare const DEFAULT_BACKOFF_CAP_MS = 4000;
+/**
+ * The upper bound of the delay before retry number `attempt` (1 for the
+ * first retry after a drop): `min(cap, base * 2^(attempt-1), window)`,
+ * where `window` is the time left before the client must stop (the end of
+ * the grace). The delay itself is drawn uniformly from `[0, bound)`: full
+ * jitter, so that the players of one crashed process do not all come back
+ * in the same instant, and no retry can start after the window has ended.
+ */
+export declare function backoffBound(attempt: number, baseMs: number, capMs: number, windowMs: number): number;
+/**
+ * Draws the delay before retry number `attempt`: `random() * bound`, with
+ * `random()` in `[0, 1)` like `Math.random`. A `random` that returns a
+ * value outside `[0, 1)` is clamped into it, so the delay always stays
+ * within `[0, bound)` (or is 0 when the bound is 0).
+ */
+export declare function jitteredDelay(attempt: number, baseMs: number, capMs: number, windowMs: number, random: () => number): number;
