@@ -687,9 +687,21 @@ export class LobbyClient {
     } else {
       this.setState({ status: 'connecting', attempt: this.attempt, delayMs, retryAt, deadline: this.deadline, lastClose: last });
     }
+    if (immediate) {
+      void this.startAttempt();
+      return;
+    }
     const token = this.token;
     this.retryTimer = this.clock.setTimeout(() => {
-      if (token === this.token) void this.startAttempt();
+      if (token !== this.token) return;
+      // Timers may fire late (a background tab's are throttled): an
+      // attempt never starts once the deadline has passed.
+      if (this.clock.now() >= this.deadline) {
+        this.retryTimer = null;
+        this.finish(this.everOpen ? 'grace_ended' : 'connect_failed', last.code, last.error, last.reason);
+        return;
+      }
+      void this.startAttempt();
     }, delayMs);
   }
 

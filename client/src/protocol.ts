@@ -248,6 +248,9 @@ function fail(type: string, field: string): never {
   throw new ProtocolError(`${type}: field "${field}" is missing or has the wrong type`);
 }
 
+// The readers below take the field's key; `type` names the message (and,
+// for a member, the list it is in) for the error.
+
 function str(o: Obj, type: string, field: string): string {
   const v = o[field];
   if (typeof v !== 'string') fail(type, field);
@@ -287,16 +290,17 @@ function time(v: unknown): number | null {
 
 function parseMember(v: unknown, hostId: string | null): Member {
   if (!isObj(v)) fail('lobby.state', 'members');
-  const userId = str(v, 'lobby.state', 'members[].userId');
+  const t = 'lobby.state members[]';
+  const userId = str(v, t, 'userId');
   const rawAttrs = v.attrs;
   const attrs: Record<string, string> = {};
   if (isObj(rawAttrs)) {
     for (const [k, a] of Object.entries(rawAttrs)) if (typeof a === 'string') attrs[k] = a;
   }
-  const status = v.status === undefined ? 'online' : str(v, 'lobby.state', 'members[].status');
+  const status = v.status === undefined ? 'online' : str(v, t, 'status');
   return Object.freeze({
     userId,
-    joinSeq: v.joinSeq === undefined ? 0 : count(v, 'lobby.state', 'members[].joinSeq'),
+    joinSeq: v.joinSeq === undefined ? 0 : count(v, t, 'joinSeq'),
     status,
     host: typeof v.host === 'boolean' ? v.host : userId === hostId,
     // The lobby's own spelling first, the server's older one after.
