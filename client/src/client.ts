@@ -864,8 +864,9 @@ export class LobbyClient {
       const now = after.get(m.userId);
       if (now && now.joinSeq === m.joinSeq) continue;
       // The state's reason is the cause of everything in its revision; after
-      // a gap it explains only its own subject.
-      const reason: LeaveReason = !gap || view.subjectId === m.userId ? view.reason : 'unknown';
+      // a gap it explains only the removal of its own subject.
+      // A member back with a new join sequence left in a revision between.
+      const reason: LeaveReason = !gap || (!now && view.subjectId === m.userId) ? view.reason : 'unknown';
       this.emit('leave', m, reason, view);
     }
     for (const m of view.members) {
