@@ -498,8 +498,10 @@ export class LobbyClient {
     this.attempt = 0;
     const now = this.clock.now();
     this.deadline = now + this.connectTimeoutMs;
+    const token = this.token;
     this.setState({ status: 'connecting', attempt: 0, delayMs: 0, retryAt: now, deadline: this.deadline, lastClose: null });
-    void this.startAttempt();
+    // A listener may have called disconnect() meanwhile.
+    if (token === this.token) void this.startAttempt();
   }
 
   /**
@@ -682,16 +684,19 @@ export class LobbyClient {
     this.attempt++;
     const delayMs = immediate ? 0 : jitteredDelay(this.attempt, this.baseMs, this.capMs, window, this.random);
     const retryAt = now + delayMs;
+    const token = this.token;
     if (this.everOpen) {
       this.setState({ status: 'reconnecting', attempt: this.attempt, delayMs, retryAt, droppedAt: this.droppedAt, graceDeadline: this.deadline, lastClose: last });
     } else {
       this.setState({ status: 'connecting', attempt: this.attempt, delayMs, retryAt, deadline: this.deadline, lastClose: last });
     }
+    // A listener of the state above may have called disconnect() or
+    // connect(): then this schedule is not the client's any more.
+    if (token !== this.token) return;
     if (immediate) {
       void this.startAttempt();
       return;
     }
-    const token = this.token;
     this.retryTimer = this.clock.setTimeout(() => {
       if (token !== this.token) return;
       // Timers may fire late (a background tab's are throttled): an
@@ -806,8 +811,10 @@ export class LobbyClient {
     if (this.attemptTimer !== null) this.clock.clearTimeout(this.attemptTimer);
     this.attemptTimer = null;
     this.startHeartbeat(w.heartbeatMs);
+    const token = this.token;
     this.setState({ status: 'open', userId: w.userId, connection: w.connection, heartbeatMs: w.heartbeatMs, graceMs: w.graceMs });
     this.emit('welcome', w);
+    if (token !== this.token) return; // a listener gave the socket up
     const held = this.held;
     this.held = [];
     let gap = false;

@@ -402,3 +402,43 @@ describe('heartbeats', () => {
     expect(s.sent).toEqual([]);
   });
 });
+
+describe('listeners that change course', () => {
+  it('a disconnect() from a connection listener stops the attempt it was told about', async () => {
+    const h = harness();
+    const off = h.client.on('connection', (s) => {
+      if (s.status === 'connecting') h.client.disconnect();
+    });
+    h.client.connect();
+    await h.clock.advance(60_000);
+    expect(h.ticketCalls.length).toBe(0);
+    expect(h.client.connection).toMatchObject({ status: 'closed', reason: 'client' });
+    off();
+  });
+
+  it('a disconnect() while reconnecting leaves no retry behind', async () => {
+    const h = await connected();
+    h.client.on('connection', (s) => {
+      if (s.status === 'reconnecting') h.client.disconnect();
+    });
+    h.socket().serverClose(CloseCode.Abnormal);
+    expect(h.clock.pending()).toEqual([]);
+    await h.clock.advance(60_000);
+    expect(h.ticketCalls.length).toBe(1);
+    expect(h.client.connection).toMatchObject({ status: 'closed', reason: 'client' });
+  });
+
+  it('a disconnect() from the open listener leaves the view not live', async () => {
+    const h = harness();
+    h.client.on('connection', (s) => {
+      if (s.status === 'open') h.client.disconnect();
+    });
+    h.client.connect();
+    await settle();
+    h.attach([state(1)]);
+    expect(h.client.connection.status).toBe('closed');
+    expect(h.client.isHost()).toBe(false);
+    expect(h.of('sync')).toEqual([]);
+    expect(h.clock.pending()).toEqual([]);
+  });
+});
