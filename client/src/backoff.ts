@@ -1,5 +1,6 @@
 /**
- * Reconnect delays: exponential backoff with full jitter.
+ * Reconnect delays: exponential backoff with full jitter, bounded by the
+ * time the client has left.
  *
  * @packageDocumentation
  */
@@ -19,29 +20,41 @@ export const DEFAULT_BACKOFF_CAP_MS = 4000;
 
 /**
  * The upper bound of the delay before retry number `attempt` (1 for the
- * first retry after a drop): `min(cap, base * 2^(attempt-1), window)`,
- * where `window` is the time left before the client must stop (the end of
- * the grace). The delay itself is drawn uniformly from `[0, bound)`: full
- * jitter, so that the players of one crashed process do not all come back
- * in the same instant, and no retry can start after the window has ended.
+ * first retry): `min(cap, base * 2^(attempt-1))`.
  */
-export function backoffBound(attempt: number, baseMs: number, capMs: number, windowMs: number): number {
+export function backoffBound(attempt: number, baseMs: number, capMs: number): number {
   // 2^(attempt-1) overflows to Infinity for huge attempts; min() then
   // takes the cap, which is what it should.
-  const exp = baseMs * Math.pow(2, Math.max(0, attempt - 1));
-  return Math.max(0, Math.min(capMs, exp, windowMs));
+  return Math.max(0, Math.min(capMs, baseMs * Math.pow(2, Math.max(0, attempt - 1))));
+}
+
+/** `random()` forced into `[0, 1)`: NaN and negatives become 0, 1 and above just under 1. */
+export function unitRandom(random: () => number): number {
+  const r = random();
+  if (!(r >= 0)) return 0;
+  return r >= 1 ? 1 - Number.EPSILON : r;
+}
+
+/** A drawn retry delay. */
+export interface RetryDelay {
+  /** Milliseconds to wait, in `[0, bound)` (0 when the bound is 0). */
+  readonly delayMs: number;
+  /** No retry fits after this one: the time left is used up. */
+  readonly last: boolean;
 }
 
 /**
- * Draws the delay before retry number `attempt`: `random() * bound`, with
- * `random()` in `[0, 1)` like `Math.random`. A `random` that returns a
- * value outside `[0, 1)` is clamped into it, so the delay always stays
- * within `[0, bound)` (or is 0 when the bound is 0).
+ * Draws the delay before retry number `attempt`, with full jitter: a
+ * uniform random time in `[0, bound)`, so that the players of a crashed
+ * process do not all come back in the same instant. A delay that would
+ * reach the end of the window (the time left in the grace) is drawn again,
+ * with the same random number, from the window itself, and that retry is
+ * the last: one more chance before the grace ends, not a burst of ever
+ * shorter retries up to it.
  */
-export function jitteredDelay(attempt: number, baseMs: number, capMs: number, windowMs: number, random: () => number): number {
-  const bound = backoffBound(attempt, baseMs, capMs, windowMs);
-  let r = random();
-  if (!(r >= 0)) r = 0; // NaN and negatives
-  if (r >= 1) r = 1 - Number.EPSILON;
-  return r * bound;
+export function retryDelay(attempt: number, baseMs: number, capMs: number, windowMs: number, random: () => number): RetryDelay {
+  const r = unitRandom(random);
+  const delayMs = r * backoffBound(attempt, baseMs, capMs);
+  if (delayMs < windowMs) return { delayMs, last: false };
+  return { delayMs: r * Math.max(0, windowMs), last: true };
 }

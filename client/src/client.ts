@@ -4,7 +4,7 @@
  * @packageDocumentation
  */
 
-import { DEFAULT_BACKOFF_BASE_MS, DEFAULT_BACKOFF_CAP_MS, jitteredDelay, type BackoffOptions } from './backoff.js';
+import { DEFAULT_BACKOFF_BASE_MS, DEFAULT_BACKOFF_CAP_MS, retryDelay, type BackoffOptions } from './backoff.js';
 import {
   InvalidArgumentError,
   LobbyClientError,
@@ -378,6 +378,8 @@ export class LobbyClient {
   private everOpen = false;
   private droppedAt = 0;
   private deadline = 0;
+  /** The retry scheduled is the last that fits before the deadline. */
+  private lastTry = false;
 
   /** Creates a client; it does nothing until {@link LobbyClient.connect}. */
   constructor(options: LobbyClientOptions) {
@@ -496,6 +498,7 @@ export class LobbyClient {
     this.leaving = false;
     this.everOpen = false;
     this.attempt = 0;
+    this.lastTry = false;
     const now = this.clock.now();
     this.deadline = now + this.connectTimeoutMs;
     const token = this.token;
@@ -658,6 +661,7 @@ export class LobbyClient {
       const grace = (this.base ? overrideGraceMs(this.base.overrides) : null) ?? this.graceMs ?? 0;
       this.deadline = this.droppedAt + grace;
       this.attempt = 0;
+      this.lastTry = false;
       if (this.typingNow.length > 0) {
         this.typingNow = Object.freeze([]);
         this.emit('typingState', this.typingNow);
@@ -675,14 +679,19 @@ export class LobbyClient {
   private schedule(immediate: boolean, last: CloseInfo): void {
     const now = this.clock.now();
     const window = this.deadline - now;
-    if (window <= 0) {
+    if (window <= 0 || this.lastTry) {
       // A deadline has passed at its own instant: at the grace's end the
       // server removes the member, so a join then would be a new player.
       this.finish(this.everOpen ? 'grace_ended' : 'connect_failed', last.code, last.error, last.reason);
       return;
     }
     this.attempt++;
-    const delayMs = immediate ? 0 : jitteredDelay(this.attempt, this.baseMs, this.capMs, window, this.random);
+    let delayMs = 0;
+    if (!immediate) {
+      const d = retryDelay(this.attempt, this.baseMs, this.capMs, window, this.random);
+      delayMs = d.delayMs;
+      this.lastTry = d.last;
+    }
     const retryAt = now + delayMs;
     const token = this.token;
     if (this.everOpen) {

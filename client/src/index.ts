@@ -67,4 +67,12 @@ export {
   type WelcomeMessage,
 } from './protocol.js';
 export { RevisionTracker, type RevisionVerdict } from './revision.js';
-export { backoffBound, jitteredDelay, DEFAULT_BACKOFF_BASE_MS, DEFAULT_BACKOFF_CAP_MS, type BackoffOptions } from './backoff.js';
+export {
+  backoffBound,
+  retryDelay,
+  unitRandom,
+  DEFAULT_BACKOFF_BASE_MS,
+  DEFAULT_BACKOFF_CAP_MS,
+  type BackoffOptions,
+  type RetryDelay,
+} from './backoff.js';

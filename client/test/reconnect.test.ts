@@ -139,6 +139,20 @@ describe('the grace', () => {
     expect(h.clock.pending()).toEqual([]);
   });
 
+  it('makes one last retry in the time left when the backoff would overshoot, then stops', async () => {
+    const h = await connected({ randoms: [0.999] });
+    const dropped = h.clock.now();
+    h.socket().serverClose(CloseCode.Abnormal);
+    await failAttemptsUntil(h, dropped + 60_000);
+    const r = reconnecting(h);
+    // 249.75, 499.5, 999, 1998, 3996 ms fit into 8 s; the next 3996 would not,
+    // so the sixth retry is drawn from the 257.75 ms left, and is the last.
+    expect(r.map((s) => Math.round(s.delayMs))).toEqual([250, 500, 999, 1998, 3996, 257]);
+    expect(h.ticketCalls.length).toBe(7);
+    expect(h.ticketCalls.at(-1)).toBeLessThan(dropped + 8000);
+    expect(h.client.connection).toMatchObject({ status: 'closed', reason: 'grace_ended' });
+  });
+
   it('starts no attempt when a throttled timer fires after the deadline', async () => {
     const h = await connected({ randoms: [0.5] });
     const dropped = h.clock.now();

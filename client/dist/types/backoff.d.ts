@@ -1,5 +1,6 @@
 /**
- * Reconnect delays: exponential backoff with full jitter.
+ * Reconnect delays: exponential backoff with full jitter, bounded by the
+ * time the client has left.
  *
  * @packageDocumentation
  */
@@ -16,17 +17,25 @@ export declare const DEFAULT_BACKOFF_BASE_MS = 250;
 export declare const DEFAULT_BACKOFF_CAP_MS = 4000;
 /**
  * The upper bound of the delay before retry number `attempt` (1 for the
- * first retry after a drop): `min(cap, base * 2^(attempt-1), window)`,
- * where `window` is the time left before the client must stop (the end of
- * the grace). The delay itself is drawn uniformly from `[0, bound)`: full
- * jitter, so that the players of one crashed process do not all come back
- * in the same instant, and no retry can start after the window has ended.
+ * first retry): `min(cap, base * 2^(attempt-1))`.
  */
-export declare function backoffBound(attempt: number, baseMs: number, capMs: number, windowMs: number): number;
+export declare function backoffBound(attempt: number, baseMs: number, capMs: number): number;
+/** `random()` forced into `[0, 1)`: NaN and negatives become 0, 1 and above just under 1. */
+export declare function unitRandom(random: () => number): number;
+/** A drawn retry delay. */
+export interface RetryDelay {
+    /** Milliseconds to wait, in `[0, bound)` (0 when the bound is 0). */
+    readonly delayMs: number;
+    /** No retry fits after this one: the time left is used up. */
+    readonly last: boolean;
+}
 /**
- * Draws the delay before retry number `attempt`: `random() * bound`, with
- * `random()` in `[0, 1)` like `Math.random`. A `random` that returns a
- * value outside `[0, 1)` is clamped into it, so the delay always stays
- * within `[0, bound)` (or is 0 when the bound is 0).
+ * Draws the delay before retry number `attempt`, with full jitter: a
+ * uniform random time in `[0, bound)`, so that the players of a crashed
+ * process do not all come back in the same instant. A delay that would
+ * reach the end of the window (the time left in the grace) is drawn again,
+ * with the same random number, from the window itself, and that retry is
+ * the last: one more chance before the grace ends, not a burst of ever
+ * shorter retries up to it.
  */
-export declare function jitteredDelay(attempt: number, baseMs: number, capMs: number, windowMs: number, random: () => number): number;
+export declare function retryDelay(attempt: number, baseMs: number, capMs: number, windowMs: number, random: () => number): RetryDelay;

@@ -313,6 +313,8 @@ export declare class LobbyClient {
     private everOpen;
     private droppedAt;
     private deadline;
+    /** The retry scheduled is the last that fits before the deadline. */
+    private lastTry;
     /** Creates a client; it does nothing until {@link LobbyClient.connect}. */
     constructor(options: LobbyClientOptions);
     /** The client's own connection. */

@@ -23,4 +23,4 @@ export { LobbyClient, type Clock, type CloseInfo, type ClosedReason, type Connec
 export { InvalidArgumentError, LobbyClientError, NotConnectedError, ProtocolError, ServerError, TicketError, TicketRefusedError, type ClientErrorCode, } from './errors.js';
 export { CloseCode, closeAction, parseServerMessage, type ChatMessage, type CloseAction, type LobbyReason, type Member, type MemberStatus, type ReadReceipt, type ServerMessage, type StateMessage, type StateReason, type TerminalCloseReason, type TypingChange, type WelcomeMessage, } from './protocol.js';
 export { RevisionTracker, type RevisionVerdict } from './revision.js';
-export { backoffBound, jitteredDelay, DEFAULT_BACKOFF_BASE_MS, DEFAULT_BACKOFF_CAP_MS, type BackoffOptions } from './backoff.js';
+export { backoffBound, retryDelay, unitRandom, DEFAULT_BACKOFF_BASE_MS, DEFAULT_BACKOFF_CAP_MS, type BackoffOptions, type RetryDelay, } from './backoff.js';
