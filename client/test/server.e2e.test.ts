@@ -50,7 +50,7 @@ async function healthy(): Promise<boolean> {
 }
 
 async function startServer(): Promise<void> {
-  const proc = spawn(BIN, ['-addr', `127.0.0.1:${port}`, '-grace', '5s', '-max-tabs', '1', '-log-level', 'warn'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const proc = spawn(BIN, ['-addr', `127.0.0.1:${port}`, '-grace', '30s', '-max-tabs', '1', '-log-level', 'warn'], { stdio: ['ignore', 'pipe', 'pipe'] });
   proc.stdout!.on('data', (d) => (serverLog += String(d)));
   proc.stderr!.on('data', (d) => (serverLog += String(d)));
   server = proc;
@@ -74,7 +74,12 @@ interface Player {
   states: ConnectionState[];
 }
 
-function player(user: string, room: string): Player {
+/**
+ * A player whose client asks the server for tickets. `gate`, when set, is
+ * awaited before each ticket request: the test holds a reconnect back
+ * until it has seen what it wants to see first.
+ */
+function player(user: string, room: string, gate?: () => Promise<void>): Player {
   const sockets: SocketLike[] = [];
   const Native = (globalThis as { WebSocket?: SocketConstructor }).WebSocket!;
   // The injectable constructor lets the test cut a socket the way a
@@ -90,6 +95,7 @@ function player(user: string, room: string): Player {
     url: `ws://127.0.0.1:${port}/rooms/${encodeURIComponent(room)}/socket`,
     WebSocket: Tracked as unknown as SocketConstructor,
     getTicket: async (roomId) => {
+      if (gate) await gate();
       const r = await fetch(`http://127.0.0.1:${port}/rooms/${encodeURIComponent(roomId)}/socket-ticket`, {
         method: 'POST',
         headers: { 'x-authenticated-user': user },
@@ -129,7 +135,10 @@ describe.skipIf(!BIN)('against the example server', () => {
   });
 
   it('hosts the first player in; a drop inside the grace is no leave, and the host keeps the role', async () => {
-    const alice = player('alice', 'e2e-grace');
+    // Alice's reconnect waits until bob has seen her drop, so the order of
+    // the server's commits is fixed: drop, then return.
+    let hold: Promise<void> = Promise.resolve();
+    const alice = player('alice', 'e2e-grace', () => hold);
     const bob = player('bob', 'e2e-grace');
     alice.client.connect();
     await until('alice open', opened(alice));
@@ -141,10 +150,15 @@ describe.skipIf(!BIN)('against the example server', () => {
     expect(bob.client.view?.hostId).toBe('alice');
 
     // Cut alice's socket; her client reconnects by itself with a new ticket.
+    let release = () => {};
+    hold = new Promise((r) => (release = r));
     alice.sockets.at(-1)!.close(1000, 'network gone');
     await until('alice reconnecting', () => status(alice) === 'reconnecting');
     expect(alice.client.isHost()).toBe(false);
     expect(alice.client.view?.live).toBe(false);
+    await until('bob sees alice reconnecting', () => bob.client.view?.members.find((m) => m.userId === 'alice')?.status === 'reconnecting');
+    expect(bob.client.view?.hostId).toBe('alice');
+    release();
     await until('alice open again', opened(alice));
     await until('bob sees alice online', () => bob.client.view?.members.find((m) => m.userId === 'alice')?.status === 'online');
     expect(alice.client.isHost()).toBe(true);
