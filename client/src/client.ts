@@ -358,6 +358,8 @@ export class LobbyClient {
   private self: string | null = null;
   private graceMs: number | null = null;
   private typingNow: readonly string[] = [];
+  /** The typing flag last sent on this socket. */
+  private lastTyping: boolean | null = null;
 
   // The current attempt or socket. `token` changes whenever the client
   // gives one up, so late callbacks of an old one are ignored.
@@ -540,7 +542,6 @@ export class LobbyClient {
     this.send({ type: 'typing.set', typing });
     this.lastTyping = typing;
   }
-  private lastTyping: boolean | null = null;
 
   /** Sends a read receipt for a message. Repeating it does nothing on the server. */
   markRead(messageId: string): void {

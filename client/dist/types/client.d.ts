@@ -298,6 +298,8 @@ export declare class LobbyClient {
     private self;
     private graceMs;
     private typingNow;
+    /** The typing flag last sent on this socket. */
+    private lastTyping;
     private token;
     private ws;
     private welcomed;
@@ -368,7 +370,6 @@ export declare class LobbyClient {
      * the last one sent on this socket is not sent again.
      */
     setTyping(typing: boolean): void;
-    private lastTyping;
     /** Sends a read receipt for a message. Repeating it does nothing on the server. */
     markRead(messageId: string): void;
     /**
