@@ -456,3 +456,60 @@ describe('listeners that change course', () => {
     expect(h.clock.pending()).toEqual([]);
   });
 });
+
+describe('edges', () => {
+  it('opens no socket when disconnect() comes while getTicket is still out', async () => {
+    let resolve: (t: string) => void = () => {};
+    const h = harness({ getTicket: () => new Promise<string>((r) => (resolve = r)) });
+    h.client.connect();
+    await settle();
+    h.client.disconnect();
+    resolve('late-ticket');
+    await settle();
+    expect(h.sockets.length).toBe(0);
+    expect(h.client.connection).toMatchObject({ status: 'closed', reason: 'client' });
+  });
+
+  it('gives up an attempt whose getTicket never answers, and asks again', async () => {
+    const calls: number[] = [];
+    const h = harness({
+      attemptTimeoutMs: 1000,
+      randoms: [0.5],
+      getTicket: () => {
+        calls.push(h.clock.now());
+        return calls.length === 1 ? new Promise<string>(() => {}) : Promise.resolve('t2');
+      },
+    });
+    h.client.connect();
+    await h.clock.advance(1000 + 125);
+    expect(calls.length).toBe(2);
+    expect(h.socket().ticket()).toBe('t2');
+  });
+
+  it('stops with invalid_url when the WebSocket constructor refuses the URL', async () => {
+    class Refusing {
+      constructor() {
+        throw new SyntaxError('bad URL');
+      }
+    }
+    const h = harness({ WebSocket: Refusing as never });
+    h.client.connect();
+    await settle();
+    expect(h.client.connection).toMatchObject({ status: 'closed', reason: 'invalid_url', error: { code: 'invalid_argument' } });
+  });
+
+  it('adds the ticket to a URL that has a query already, escaped', async () => {
+    const h = harness({ url: 'wss://lobby.example/ws?room=room-1', getTicket: async () => 'a+b/c=' });
+    h.client.connect();
+    await settle();
+    expect(h.socket().url).toBe('wss://lobby.example/ws?room=room-1&ticket=a%2Bb%2Fc%3D');
+  });
+
+  it('retries a getTicket that returns no ticket', async () => {
+    const h = harness({ getTicket: async () => ({}) as { ticket: string }, randoms: [0.5] });
+    h.client.connect();
+    await settle();
+    expect(h.client.connection).toMatchObject({ status: 'connecting', attempt: 1, lastClose: { error: { code: 'ticket_failed' } } });
+    expect(h.sockets.length).toBe(0);
+  });
+});
