@@ -30,6 +30,9 @@ type simpleStore struct {
 	tombs   map[string][]byte       // a deleted record's data, while its log lasts
 	logs    map[string]*simpleLog   // every ID with a record or a tombstone
 	global  uint64                  // the store-wide floor: every folded floor is at or below it
+	tombAt  map[string]time.Time    // a tombstone's Deletion.At
+	keeps   map[string]time.Time    // a tombstone's Deletion.Keep, if it has one
+	lastAt  time.Time               // the latest At folded (zero if none)
 	index   map[string]store.Due    // the due index: lobbies with a deadline
 	claims  map[string]time.Time    // Claim: claimed until
 	cache   map[string]store.Record
@@ -222,6 +225,24 @@ var (
 	foldForgetsFloor = flaw{"fold-forgets-floor", "TombstoneFold"}
 	// The store-wide floor is the last folded floor, not the highest.
 	foldLowersFloor = flaw{"fold-lowers-floor", "TombstoneFold"}
+	// Load of a tombstone reports no At (the deleter's time is dropped).
+	tombstoneForgetsAt = flaw{"tombstone-forgets-at", "TombstoneAt"}
+	// Folding a tombstone forgets its At: IDs without a record report none.
+	foldForgetsAt = flaw{"fold-forgets-at", "TombstoneAt"}
+	// The store-wide At is the last folded, not the latest.
+	foldLowersAt = flaw{"fold-lowers-at", "TombstoneAt"}
+	// Delete ignores Keep: the tombstone goes with its last entry.
+	keepIgnored = flaw{"keep-ignored", "TombstoneKeep"}
+	// TrimLog looks at Keep times only when the store has an Age bound.
+	keepNeedsAge = flaw{"keep-needs-age-bound", "TombstoneKeep"}
+	// TrimLog drops tombstones at their Keep but does not count them.
+	keepUncounted = flaw{"keep-folds-uncounted", "TombstoneKeep"}
+	// A Keep left from an earlier Delete deletes the lobby written since.
+	staleKeepDeletes = flaw{"stale-keep-deletes", "TombstoneKeep"}
+	// A tombstone whose last entry is trimmed goes, even before its Keep.
+	keepLostWithLog = flaw{"keep-lost-with-log", "TombstoneKeepEntries"}
+	// A tombstone goes at its Keep although its log still has entries.
+	keepDropsLog = flaw{"keep-drops-log", "TombstoneKeepNoAge"}
 
 	// Durable consumers.
 
@@ -342,6 +363,7 @@ var flaws = []flaw{
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, consumersHoldEntries, compactionUnreported, trimmedLowest,
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
+	tombstoneForgetsAt, foldForgetsAt, foldLowersAt, keepIgnored, keepNeedsAge, keepUncounted, staleKeepDeletes, keepLostWithLog, keepDropsLog,
 	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, commitMakesCursor, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
@@ -365,6 +387,8 @@ func newSimpleStore(f flaw, r store.Retention) *simpleStore {
 		records:   map[string]store.Record{},
 		floors:    map[string]uint64{},
 		tombs:     map[string][]byte{},
+		tombAt:    map[string]time.Time{},
+		keeps:     map[string]time.Time{},
 		logs:      map[string]*simpleLog{},
 		index:     map[string]store.Due{},
 		claims:    map[string]time.Time{},
@@ -464,6 +488,13 @@ func (s *simpleStore) Load(ctx context.Context, id string) (store.Record, error)
 	r, ok := records[k]
 	if !ok {
 		missing := store.Record{ID: id, Version: s.floor(k), Data: slices.Clone(s.tombs[k])}
+		if _, ok := s.floors[k]; ok {
+			if s.flaw != tombstoneForgetsAt {
+				missing.At = s.tombAt[k]
+			}
+		} else {
+			missing.At = s.lastAt
+		}
 		if s.flaw == missingWithoutID {
 			missing.ID = ""
 		}
@@ -655,6 +686,10 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 		l.trimmed = 0
 	}
 	delete(s.tombs, k)
+	delete(s.tombAt, k)
+	if s.flaw != staleKeepDeletes {
+		delete(s.keeps, k)
+	}
 	s.records[k] = rec
 	s.floors[k] = rec.Version
 	s.setIndex(k, store.Due{ID: rec.ID, Deadline: rec.Deadline})
@@ -735,7 +770,7 @@ func (s *simpleStore) trimFirst(k string, l *simpleLog) {
 	}
 	l.entries = slices.Delete(l.entries, 0, 1)
 	if len(l.entries) == 0 {
-		s.fold(k)
+		s.fold(k, nil)
 	}
 }
 
@@ -757,18 +792,29 @@ func (s *simpleStore) trimStoreWide(n int) {
 	}
 }
 
-// fold drops the tombstone of k if k has neither a record nor entries, and
-// raises the store-wide floor to its floor; the caller holds mu.
-func (s *simpleStore) fold(k string) {
+// fold drops the tombstone of k if k has neither a record nor entries nor
+// a Keep after now (nil: Delete, which has no now), and raises the
+// store-wide floor to its floor and At; the caller holds mu. It reports
+// whether it dropped the tombstone.
+func (s *simpleStore) fold(k string, now *time.Time) bool {
 	if _, ok := s.records[k]; ok {
-		return
+		if _, stale := s.keeps[k]; s.flaw != staleKeepDeletes || !stale {
+			return false
+		}
+		delete(s.records, k)
+		delete(s.index, k)
 	}
-	if l := s.logs[k]; (l != nil && len(l.entries) > 0) || s.flaw == tombstoneOutlivesLog {
-		return
+	if l := s.logs[k]; (l != nil && len(l.entries) > 0 && s.flaw != keepDropsLog) || s.flaw == tombstoneOutlivesLog {
+		return false
 	}
-	f := s.floors[k]
+	if keep, ok := s.keeps[k]; ok && s.flaw != keepIgnored && (now == nil || now.Before(keep)) {
+		return false
+	}
+	f, at := s.floors[k], s.tombAt[k]
 	delete(s.floors, k)
 	delete(s.tombs, k)
+	delete(s.tombAt, k)
+	delete(s.keeps, k)
 	delete(s.logs, k)
 	switch s.flaw {
 	case foldForgetsFloor:
@@ -777,6 +823,14 @@ func (s *simpleStore) fold(k string) {
 	default:
 		s.global = max(s.global, f)
 	}
+	switch {
+	case s.flaw == foldForgetsAt:
+	case s.flaw == foldLowersAt:
+		s.lastAt = at
+	case at.After(s.lastAt):
+		s.lastAt = at
+	}
+	return true
 }
 
 func (s *simpleStore) notify(c store.Change) {
@@ -829,6 +883,11 @@ func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
 		delete(s.index, k)
 	}
 	s.floors[k] = max(r.Version, floor)
+	// Times as a store keeps them: an instant in UTC.
+	s.tombAt[k] = d.At.UTC().Round(0)
+	if !d.Keep.IsZero() {
+		s.keeps[k] = d.Keep
+	}
 	if s.flaw != tombstoneDropsData {
 		s.tombs[k] = slices.Clone(r.Data)
 	}
@@ -840,7 +899,7 @@ func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
 	case deleteDropsLog:
 		s.logs[k].entries = nil
 	}
-	s.fold(k)
+	s.fold(k, nil)
 	return nil
 }
 
@@ -1024,12 +1083,44 @@ func (s *simpleStore) TrimLog(ctx context.Context, now time.Time, limit int) (in
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ret.Age <= 0 {
-		return 0, nil
-	}
 	if s.flaw == trimByWallClock {
 		now = time.Now()
 	}
+	n := 0
+	if s.ret.Age > 0 {
+		n = s.trimAged(now, limit)
+	}
+	if s.flaw == trimCountsLimit {
+		return limit, nil
+	}
+	if s.ret.Age <= 0 && s.flaw == keepNeedsAge {
+		return n, nil
+	}
+	// Tombstones whose Keep has come, earliest Keep first.
+	var due []string
+	for k, keep := range s.keeps {
+		if !now.Before(keep) {
+			due = append(due, k)
+		}
+	}
+	slices.SortFunc(due, func(a, b string) int { return cmp.Or(s.keeps[a].Compare(s.keeps[b]), strings.Compare(a, b)) })
+	for _, k := range due {
+		if n >= limit {
+			break
+		}
+		if l := s.logs[k]; l != nil && len(l.entries) > 0 && s.flaw != keepDropsLog {
+			continue // it goes with its last entry
+		}
+		if s.fold(k, &now) && s.flaw != keepUncounted {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// trimAged removes up to limit entries older than the Age bound; the
+// caller holds mu.
+func (s *simpleStore) trimAged(now time.Time, limit int) int {
 	cutoff := now.Add(-s.ret.Age)
 	type old struct {
 		k string
@@ -1058,14 +1149,18 @@ func (s *simpleStore) TrimLog(ctx context.Context, now time.Time, limit int) (in
 		l.trimmed = max(l.trimmed, o.e.Version)
 		l.entries = slices.Delete(l.entries, i, i+1)
 		if len(l.entries) == 0 {
-			s.fold(o.k)
+			foldAt := &now
+			if s.flaw == keepLostWithLog {
+				foldAt = &later
+			}
+			s.fold(o.k, foldAt)
 		}
 	}
-	if s.flaw == trimCountsLimit {
-		return limit, nil
-	}
-	return len(all), nil
+	return len(all)
 }
+
+// later is a now after every Keep the suite uses.
+var later = time.Date(9999, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 func (s *simpleStore) RegisterConsumer(ctx context.Context, name string) error {
 	if err := s.logCtxErr(ctx); err != nil {
