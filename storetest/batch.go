@@ -373,7 +373,7 @@ func checkBatchConcurrent(h *harness) {
 			})
 		}
 		close(release)
-		wg.Wait()
+		h.wait(&wg, fmt.Sprintf("round %d's senders", r))
 
 		won := map[string][]int{}
 		for g := range senders {

@@ -81,7 +81,7 @@ func checkClaim(h *harness) {
 			}
 		})
 	}
-	wg.Wait()
+	h.wait(&wg, "the concurrent claimers")
 	for _, err := range errs {
 		h.t.Fatalf("concurrent Claim = %v", err)
 	}
@@ -235,8 +235,13 @@ func checkSubscribeAfterCommit(h *harness) {
 			written <- h.s.Write(h.ctx, store.Write{ID: id, Expected: v, Data: counter(int(v + 1)), At: t0, Effects: counter(int(v + 1))})
 		}()
 		s.await(id, v+1, fmt.Sprintf("Write %d", v+1))
-		if err := <-written; err != nil {
-			h.t.Fatalf("Write(%q, %d) = %v, want nil", id, v, err)
+		select {
+		case err := <-written:
+			if err != nil {
+				h.t.Fatalf("Write(%q, %d) = %v, want nil", id, v, err)
+			}
+		case <-h.ctx.Done():
+			h.t.Fatalf("Write(%q, %d), whose Change came, had not returned when the check's time ran out", id, v)
 		}
 	}
 }
@@ -324,6 +329,8 @@ func checkSubscribeFollow(h *harness) {
 				take()
 			case <-done:
 				writing = false
+			case <-h.ctx.Done():
+				h.t.Fatalf("%s: still waiting for the writers when the check's time ran out", phase)
 			}
 		}
 		for _, err := range errs {
@@ -360,7 +367,11 @@ func checkSubscribeFollow(h *harness) {
 		if err != nil {
 			return err
 		}
-		<-together
+		select {
+		case <-together:
+		case <-h.ctx.Done():
+			return context.Cause(h.ctx)
+		}
 		return h.s.Write(h.ctx, store.Write{ID: id, Expected: r.Version, Data: []byte("x"), At: t0, Effects: counter(int(r.Version + 1))})
 	})
 	heads := h.heads(lobbies...)

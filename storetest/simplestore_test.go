@@ -3,11 +3,13 @@ package storetest_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/store"
@@ -45,6 +47,7 @@ type simpleStore struct {
 	logClaims map[string]time.Time       // ClaimLog: claimed until, by ckey(name, lobby key)
 	appends   uint64                     // counts appends, to order ClaimLog by oldest work
 
+	writes  atomic.Int64                      // writeFailsNowAndThen: Writes so far
 	forward map[*store.Feed]chan store.Change // feedDropsUnderLoad's buffers
 	silent  int                               // batchNoChange: batches under way, whose appends notify nobody
 }
@@ -278,6 +281,13 @@ var (
 	// ClaimLog takes a hold of 0.
 	logClaimZeroHold = flaw{"logclaim-zero-hold", "Invalid"}
 
+	// Failures.
+
+	// Every writeFailEvery-th Write fails without writing, as a lost
+	// connection would: a check must report it, not wait for the write
+	// forever.
+	writeFailsNowAndThen = flaw{"write-fails-now-and-then", "ConsumerRegistration"}
+
 	// Context.
 
 	// Nothing looks at the context.
@@ -365,7 +375,7 @@ var flaws = []flaw{
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
 	tombstoneForgetsAt, foldForgetsAt, foldLowersAt, keepIgnored, keepNeedsAge, keepUncounted, staleKeepDeletes, keepLostWithLog, keepDropsLog,
 	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, commitMakesCursor, logClaimZeroHold,
-	ignoresContext, logIgnoresContext, contextAfterWrite,
+	ignoresContext, logIgnoresContext, contextAfterWrite, writeFailsNowAndThen,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit, feedDropsUnderLoad,
 	batchReversed, batchShortResult, batchConflictFailsAll, batchInvalidFailsAll, batchSkipsDue, batchSkipsLog,
@@ -399,6 +409,13 @@ func newSimpleStore(f flaw, r store.Retention) *simpleStore {
 		logClaims: map[string]time.Time{},
 	}
 }
+
+// writeFailEvery is how often writeFailsNowAndThen's Write fails: within
+// the first writes of any check that writes much.
+const writeFailEvery = 30
+
+// errInjected is writeFailsNowAndThen's failure.
+var errInjected = errors.New("simplestore: connection reset (injected)")
 
 // window is where a flawed write lets others in between its two halves,
 // as the network round trip between two statements would.
@@ -561,6 +578,9 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 	}
 	if err := s.validate(w); err != nil {
 		return err
+	}
+	if s.flaw == writeFailsNowAndThen && s.writes.Add(1)%writeFailEvery == 0 {
+		return errInjected
 	}
 	k, rec, e := s.prepare(w)
 	switch s.flaw {
