@@ -66,7 +66,8 @@ func TestRunWithoutRetention(t *testing.T) {
 	if os.Getenv(noRetentionEnv) != "" {
 		t.Skip("already the child process")
 	}
-	retention := []string{"RetentionCount", "TrimLog", "TombstoneFold", "ModelRetained"}
+	retention := []string{"RetentionCount", "TrimLog", "TrimLogClockBack", "TombstoneFold", "TombstoneAt", "TombstoneKeep",
+		"TombstoneKeepEntries", "TombstoneKeepNoAge", "FloorHigh", "ConsumerCompacted", "ModelRetained"}
 	pattern := "^TestNoRetentionTarget$/^(" + strings.Join(retention, "|") + "|LogRead)$"
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run="+pattern, "-test.count=1", "-test.v", "-rapid.nofailfile")
 	cmd.Env = append(os.Environ(), noRetentionEnv+"=1")
@@ -220,6 +221,7 @@ const noBatchEnv = "LOBBYHOST_STORETEST_NO_BATCH"
 var batchChecks = []string{
 	"BatchOutcomes", "BatchSameLobby", "BatchEmpty", "BatchAliasing",
 	"BatchContextCancelled", "BatchConcurrent", "BatchSubscribe", "BatchLarge",
+	"BatchAtomic", "BatchReleasesClaim", "BatchRetention",
 }
 
 // plainStore offers only store.Store of the store it holds: none of the

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -50,6 +52,7 @@ type simpleStore struct {
 	writes  atomic.Int64                      // writeFailsNowAndThen: Writes so far
 	forward map[*store.Feed]chan store.Change // feedDropsUnderLoad's buffers
 	silent  int                               // batchNoChange: batches under way, whose appends notify nobody
+	inBatch int                               // batchSkipsRetention: batches under way
 }
 
 // simpleLog is one lobby's effects log and its trimmed marker: the highest
@@ -281,6 +284,46 @@ var (
 	// ClaimLog takes a hold of 0.
 	logClaimZeroHold = flaw{"logclaim-zero-hold", "Invalid"}
 
+	// Clauses of the contract that are easy to miss.
+
+	// Floors are compared as signed 64-bit numbers (a bigint column or a
+	// sorted set's score): a floor at or above 2^63 loses to a small one.
+	floorSigned = flaw{"floor-signed", "FloorHigh"}
+	// Delete takes its ID as a glob pattern (SCAN MATCH, KEYS) and
+	// deletes every lobby it matches.
+	deleteGlob = flaw{"delete-matches-glob", "DeletePattern"}
+	// Delete takes its ID as a LIKE pattern and deletes every lobby it
+	// matches.
+	deleteLike = flaw{"delete-matches-like", "DeletePattern"}
+	// Load of a deleted lobby returns the tombstone's own data.
+	tombstoneDataShared = flaw{"tombstone-data-shared", "AliasingTombstone"}
+	// WriteBatch commits every record of the batch, then (after a window)
+	// appends their entries.
+	batchEntriesLate = flaw{"batch-entries-late", "BatchAtomic"}
+	// A batched write leaves the lobby's claim in place.
+	batchKeepsClaim = flaw{"batch-keeps-claim", "BatchReleasesClaim"}
+	// Entries appended by WriteBatch escape count retention.
+	batchSkipsRetention = flaw{"batch-skips-retention", "BatchRetention"}
+	// Count retention keeps one entry more than Entries.
+	countKeepsOneMore = flaw{"count-retention-keeps-one-more", "RetentionCount"}
+	// Age retention judges each entry by its own At: an entry older than
+	// the one before it goes first, leaving a hole.
+	ageByOwnAt = flaw{"age-by-own-at", "TrimLogClockBack"}
+	// Age retention removes an old entry with every earlier entry of its
+	// lobby, however recent.
+	ageTakesEarlier = flaw{"age-takes-earlier-entries", "TrimLogClockBack"}
+	// ClaimLog skips a lobby whose entries after the cursor were all
+	// trimmed: its consumer never learns it missed them.
+	claimSkipsCompacted = flaw{"claim-skips-compacted", "ConsumerCompacted"}
+	// A Write without Effects adds a Change too.
+	changeForBareWrite = flaw{"change-for-bare-write", "Subscribe"}
+	// A lobby created from nothing starts its log with nothing trimmed,
+	// although positions up to the floor may have been another lobby's.
+	freshForgetsFloor = flaw{"fresh-lobby-forgets-floor", "TombstoneFold"}
+	// Creating a lobby that has neither record nor tombstone also accepts
+	// Expected 0 after a fold, repeating versions.
+	createAtZero = flaw{"create-at-zero-after-fold", "TombstoneFold"}
+
 	// Failures.
 
 	// Every writeFailEvery-th Write fails without writing, as a lost
@@ -376,6 +419,8 @@ var flaws = []flaw{
 	tombstoneForgetsAt, foldForgetsAt, foldLowersAt, keepIgnored, keepNeedsAge, keepUncounted, staleKeepDeletes, keepLostWithLog, keepDropsLog,
 	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, commitMakesCursor, logClaimZeroHold,
 	ignoresContext, logIgnoresContext, contextAfterWrite, writeFailsNowAndThen,
+	floorSigned, deleteGlob, deleteLike, tombstoneDataShared, batchEntriesLate, batchKeepsClaim, batchSkipsRetention,
+	countKeepsOneMore, ageByOwnAt, ageTakesEarlier, claimSkipsCompacted, changeForBareWrite, freshForgetsFloor, createAtZero,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit, feedDropsUnderLoad,
 	batchReversed, batchShortResult, batchConflictFailsAll, batchInvalidFailsAll, batchSkipsDue, batchSkipsLog,
@@ -460,6 +505,49 @@ func (s *simpleStore) ckey(name, k string) string {
 	return fmt.Sprintf("%q/%q", name, k)
 }
 
+// patternMatches reports whether the ID pattern, taken as a glob
+// (deleteGlob) or a LIKE pattern (deleteLike), matches k.
+func (s *simpleStore) patternMatches(pattern, k string) bool {
+	if s.flaw == deleteGlob {
+		ok, err := path.Match(pattern, k)
+		return ok && err == nil
+	}
+	var re strings.Builder
+	re.WriteString("^")
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '%':
+			re.WriteString("(?s:.*)")
+		case '_':
+			re.WriteString("(?s:.)")
+		case '\\':
+			if i+1 < len(pattern) {
+				i++
+				re.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+			}
+		default:
+			re.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	re.WriteString("$")
+	return regexp.MustCompile(re.String()).MatchString(k)
+}
+
+// signedMax is max of a and b compared as int64, as a signed column would.
+func signedMax(a, b uint64) uint64 {
+	if int64(a) < int64(b) {
+		return b
+	}
+	return a
+}
+
+// known reports whether k has a record or a tombstone; the caller holds
+// mu.
+func (s *simpleStore) known(k string) bool {
+	_, ok := s.floors[k]
+	return ok
+}
+
 // floor is the version of an ID without a record; the caller holds mu.
 func (s *simpleStore) floor(k string) uint64 {
 	if f, ok := s.floors[k]; ok {
@@ -505,6 +593,9 @@ func (s *simpleStore) Load(ctx context.Context, id string) (store.Record, error)
 	r, ok := records[k]
 	if !ok {
 		missing := store.Record{ID: id, Version: s.floor(k), Data: slices.Clone(s.tombs[k])}
+		if s.flaw == tombstoneDataShared {
+			missing.Data = s.tombs[k]
+		}
 		if _, ok := s.floors[k]; ok {
 			if s.flaw != tombstoneForgetsAt {
 				missing.At = s.tombAt[k]
@@ -669,6 +760,7 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			e.Version = rec.Version
 		}
 	case s.flaw == createOverwrites && w.Expected == 0 && exists:
+	case s.flaw == createAtZero && w.Expected == 0 && !s.known(k):
 	case s.floor(k) != w.Expected:
 		return store.ErrConflict
 	}
@@ -700,6 +792,9 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 	_, existed := s.records[k]
 	if l := s.logs[k]; l == nil {
 		s.logs[k] = &simpleLog{id: rec.ID, trimmed: s.global}
+		if s.flaw == freshForgetsFloor {
+			s.logs[k].trimmed = 0
+		}
 	} else if !existed && s.flaw == recreateClearsLog {
 		l.entries = nil
 	} else if !existed && s.flaw == recreateForgetsTrim {
@@ -715,6 +810,8 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 	s.setIndex(k, store.Due{ID: rec.ID, Deadline: rec.Deadline})
 	if e != nil {
 		s.append(k, rec.ID, *e)
+	} else if s.flaw == changeForBareWrite {
+		s.notify(store.Change{Lobby: rec.ID, Version: rec.Version})
 	}
 	if s.flaw != writeKeepsClaim {
 		delete(s.claims, k)
@@ -736,7 +833,10 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 		e.Version = l.trimmed + uint64(len(l.entries)) + 1
 	}
 	l.entries = append(l.entries, e)
-	if n := s.ret.Entries; n > 0 && s.flaw != keepsEveryEntry {
+	if n := s.ret.Entries; n > 0 && s.flaw != keepsEveryEntry && !(s.flaw == batchSkipsRetention && s.inBatch > 0) {
+		if s.flaw == countKeepsOneMore {
+			n++
+		}
 		if s.flaw == retentionStoreWide {
 			s.trimStoreWide(n)
 		} else {
@@ -840,6 +940,8 @@ func (s *simpleStore) fold(k string, now *time.Time) bool {
 	case foldForgetsFloor:
 	case foldLowersFloor:
 		s.global = f
+	case floorSigned:
+		s.global = signedMax(s.global, f)
 	default:
 		s.global = max(s.global, f)
 	}
@@ -903,6 +1005,9 @@ func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
 		delete(s.index, k)
 	}
 	s.floors[k] = max(r.Version, floor)
+	if s.flaw == floorSigned {
+		s.floors[k] = signedMax(r.Version, floor)
+	}
 	// Times as a store keeps them: an instant in UTC.
 	s.tombAt[k] = d.At.UTC().Round(0)
 	if !d.Keep.IsZero() {
@@ -920,6 +1025,14 @@ func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
 		s.logs[k].entries = nil
 	}
 	s.fold(k, nil)
+	if s.flaw == deleteGlob || s.flaw == deleteLike {
+		for k2 := range s.records {
+			if k2 != k && s.patternMatches(id, k2) {
+				delete(s.records, k2)
+				delete(s.index, k2)
+			}
+		}
+	}
 	return nil
 }
 
@@ -1148,10 +1261,30 @@ func (s *simpleStore) trimAged(now time.Time, limit int) int {
 	}
 	var all []old
 	for k, l := range s.logs {
-		for _, e := range l.entries {
-			if e.At.Before(cutoff) {
+		// An entry is as old as the latest At of it and of the entries
+		// before it: what goes is always a prefix of the log.
+		var key time.Time
+		last := -1 // ageTakesEarlier: the last entry that is old by itself
+		for i, e := range l.entries {
+			if i == 0 || e.At.After(key) {
+				key = e.At
+			}
+			switch {
+			case s.flaw == ageByOwnAt:
+				if e.At.Before(cutoff) {
+					all = append(all, old{k, e})
+				}
+			case s.flaw == ageTakesEarlier:
+				if e.At.Before(cutoff) {
+					last = i
+				}
+			case key.Before(cutoff):
+				e.At = key // the sort below orders by age
 				all = append(all, old{k, e})
 			}
+		}
+		for i := 0; i <= last; i++ {
+			all = append(all, old{k, l.entries[i]})
 		}
 	}
 	slices.SortFunc(all, func(a, b old) int {
@@ -1228,6 +1361,9 @@ func (s *simpleStore) ClaimLog(ctx context.Context, name string, now time.Time, 
 	for k, w := range s.consumers[name] {
 		until, ok := s.logClaims[s.ckey(name, k)]
 		if ok && now.Before(until) && s.flaw != logClaimsNotHeld {
+			continue
+		}
+		if l := s.logs[k]; s.flaw == claimSkipsCompacted && (l == nil || len(l.entries) == 0 || l.entries[len(l.entries)-1].Version <= s.cursors[s.ckey(name, k)]) {
 			continue
 		}
 		found = append(found, item{k, w})
@@ -1341,6 +1477,32 @@ func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
 // WriteBatch applies each write as Write does, one after another in the
 // order given, after looking at the context once. With a batch flaw it
 // breaks one rule of store.BatchWriter.
+// batchEntriesLate is WriteBatch committing every record first and
+// appending the entries after a window.
+func (s *simpleStore) batchEntriesLate(ctx context.Context, ws []store.Write) []error {
+	errs := make([]error, len(ws))
+	type late struct {
+		k string
+		e store.Entry
+	}
+	var entries []late
+	for i, w := range ws {
+		effects := w.Effects
+		w.Effects = nil
+		if errs[i] = s.Write(ctx, w); errs[i] == nil && effects != nil {
+			entries = append(entries, late{s.key(w.ID), store.Entry{Lobby: w.ID, Version: w.Expected + 1, At: w.At.UTC().Round(0), Data: slices.Clone(effects)}})
+		}
+	}
+	window()
+	time.Sleep(200 * time.Microsecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range entries {
+		s.append(l.k, l.e.Lobby, l.e)
+	}
+	return errs
+}
+
 func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error {
 	if s.flaw == batchEmptyInvalid && len(ws) == 0 {
 		return []error{store.ErrInvalid}
@@ -1373,6 +1535,17 @@ func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error 
 			s.silent--
 			s.mu.Unlock()
 		}()
+	case batchSkipsRetention:
+		s.mu.Lock()
+		s.inBatch++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inBatch--
+			s.mu.Unlock()
+		}()
+	case batchEntriesLate:
+		return s.batchEntriesLate(ctx, ws)
 	}
 	order := make([]int, len(ws))
 	for i := range order {
@@ -1403,9 +1576,21 @@ func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error 
 			errs[i] = s.writeKeepingIndex(ctx, w)
 			continue
 		}
+		var claim time.Time
+		var claimed bool
+		if s.flaw == batchKeepsClaim {
+			s.mu.Lock()
+			claim, claimed = s.claims[s.key(w.ID)]
+			s.mu.Unlock()
+		}
 		errs[i] = s.Write(ctx, w)
 		if errs[i] == nil && (s.flaw == batchAliasesData || s.flaw == batchAliasesEffects) {
 			s.alias(w)
+		}
+		if errs[i] == nil && claimed {
+			s.mu.Lock()
+			s.claims[s.key(w.ID)] = claim
+			s.mu.Unlock()
 		}
 	}
 	switch s.flaw {

@@ -173,20 +173,25 @@ var checks = []check{
 	{"DeleteStale", onStore(checkDeleteStale)},
 	{"DeleteMissing", onStore(checkDeleteMissing)},
 	{"DeleteKeepsLog", onStore(checkDeleteKeepsLog)},
+	{"DeletePattern", onStore(checkDeletePattern)},
+	{"AliasingTombstone", onStore(checkAliasingTombstone)},
 	{"LogAppend", onStore(checkLogAppend)},
 	{"LogRead", onStore(checkLogRead)},
 	{"LogAtomic", onStore(checkLogAtomic)},
 	{"LogHeads", onStore(checkLogHeads)},
 	{"RetentionCount", onRetained(store.Retention{Entries: retainEntries}, checkRetentionCount)},
 	{"TrimLog", onRetained(store.Retention{Age: time.Hour}, checkTrimLog)},
+	{"TrimLogClockBack", onRetained(store.Retention{Age: time.Hour}, checkTrimLogClockBack)},
 	{"TombstoneFold", onRetained(store.Retention{Age: time.Hour}, checkTombstoneFold)},
 	{"TombstoneAt", onRetained(store.Retention{Age: time.Hour}, checkTombstoneAt)},
 	{"TombstoneKeep", onRetained(store.Retention{}, checkTombstoneKeep)},
 	{"TombstoneKeepEntries", onRetained(store.Retention{Age: time.Hour}, checkTombstoneKeepEntries)},
 	{"TombstoneKeepNoAge", onRetained(store.Retention{}, checkTombstoneKeepNoAge)},
+	{"FloorHigh", onRetained(store.Retention{Age: time.Hour}, checkFloorHigh)},
 	{"Consumers", onStore(checkConsumers)},
 	{"ConsumerRegistration", onStore(checkConsumerRegistration)},
 	{"ConsumerClaims", onStore(checkConsumerClaims)},
+	{"ConsumerCompacted", onRetained(store.Retention{Age: time.Hour}, checkConsumerCompacted)},
 	{"ConsumersConcurrent", onStore(checkConsumersConcurrent)},
 	{"ConsumersLinearizable", func(t *testing.T, e env) {
 		checkConsumersLinearizable(newHarness(t, e.newStore), e.opts.PartitionedClaims)
@@ -216,6 +221,9 @@ var checks = []check{
 	{"BatchConcurrent", onStore(checkBatchConcurrent)},
 	{"BatchSubscribe", onStore(checkBatchSubscribe)},
 	{"BatchLarge", onStore(checkBatchLarge)},
+	{"BatchAtomic", onStore(checkBatchAtomic)},
+	{"BatchReleasesClaim", onStore(checkBatchReleasesClaim)},
+	{"BatchRetention", onRetained(store.Retention{Entries: retainEntries}, checkBatchRetention)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each
