@@ -108,6 +108,15 @@ CREATE TABLE IF NOT EXISTS %[1]s.log (
 -- TrimLog walks the log oldest first.
 CREATE INDEX IF NOT EXISTS log_age ON %[1]s.log (at);
 
+-- Added with age keys: an entry is as old as the latest at of it and of
+-- every earlier entry of its lobby, so that trimming by age removes a
+-- prefix of a lobby's log even when a writer's clock went back. Entries of
+-- earlier releases have NULL and count by their own at. TrimLog walks
+-- log_age_key; log_age is what processes of earlier releases walk, and can
+-- be dropped once none runs.
+ALTER TABLE %[1]s.log ADD COLUMN IF NOT EXISTS age_key bigint;
+CREATE INDEX IF NOT EXISTS log_age_key ON %[1]s.log ((coalesce(age_key, at)), lobby, version);
+
 -- Durable consumers, by name.
 CREATE TABLE IF NOT EXISTS %[1]s.consumers (
 	name bytea PRIMARY KEY
@@ -179,7 +188,10 @@ BEGIN
 	IF NOT p_effects THEN
 		RETURN true;
 	END IF;
-	INSERT INTO %[1]s.log (lobby, version, at, data) VALUES (p_id, p_pos, p_at, p_entry);
+	INSERT INTO %[1]s.log (lobby, version, at, age_key, data)
+	VALUES (p_id, p_pos, p_at, greatest(p_at, (
+		SELECT coalesce(g.age_key, g.at) FROM %[1]s.log AS g
+		WHERE g.lobby = p_id ORDER BY g.version DESC LIMIT 1)), p_entry);
 	IF p_keep > 0 AND v_count > p_keep THEN
 		WITH d AS (
 			DELETE FROM %[1]s.log
@@ -359,7 +371,7 @@ SELECT false, NULL, NULL, e.version, e.at, e.data FROM (
 		logHeads: `SELECT (SELECT max(g.version) FROM _S_.log AS g WHERE g.lobby = x.id)
 FROM unnest($1::bytea[]) WITH ORDINALITY AS x(id, i) ORDER BY x.i`,
 
-		// Age retention. The oldest entries first (log_age), then their
+		// Age retention. The oldest entries first by age key (log_age_key), then their
 		// lobbies' rows are locked, skipping rows a write holds, so the
 		// counts, trim markers and tombstone removals agree with what the
 		// DELETE really removed. A removed tombstone takes the cursors
@@ -367,7 +379,8 @@ FROM unnest($1::bytea[]) WITH ORDINALITY AS x(id, i) ORDER BY x.i`,
 		// stays, without entries, for trimKept to remove. $1 cutoff (Unix
 		// microseconds), $2 limit, $3 now (Unix microseconds).
 		trimLog: `WITH cand AS (
-	SELECT lobby, version FROM _S_.log WHERE at < $1 ORDER BY at LIMIT $2),
+	SELECT lobby, version FROM _S_.log WHERE coalesce(age_key, at) < $1
+	ORDER BY coalesce(age_key, at), lobby, version LIMIT $2),
 lk AS (
 	SELECT id, version, deleted, log_count, tomb_at, keep_until FROM _S_.lobbies
 	WHERE id IN (SELECT lobby FROM cand)
