@@ -21,13 +21,17 @@ import (
 //	              trimmed, absent while none was), a (in a tombstone: the
 //	              deadline key of Deletion.At), k (in a tombstone: the
 //	              deadline key of Deletion.Keep, absent without one or once
-//	              it came while the log still had entries)
+//	              it came while the log still had entries), g (the age key
+//	              of the newest entry appended, which the next one's is
+//	              at least)
 //	{P:k}:l:L     stream, the lobby's effects log: entry ID "<position>-0",
-//	              fields a (deadline key of Write.At) and d (the entry)
+//	              fields a (deadline key of Write.At), g (the age key: the
+//	              latest of a and the previous entry's g, as a deadline
+//	              key) and d (the entry)
 //	{P:k}:due     sorted set, every score 0, members deadlineKey+L, so that
 //	              byte order of members is (deadline, ID) order
-//	{P:k}:age     sorted set, every score 0, members deadlineKey(At) +
-//	              20-digit position + L: every log entry of the shard by age
+//	{P:k}:age     sorted set, every score 0, members age key + 20-digit
+//	              position + L: every log entry of the shard by age
 //	{P:k}:floor   string, the shard's floor: the highest floor of a
 //	              tombstone that went away (absent while none did)
 //	{P:k}:floorat string, the deadline key of the latest At of a tombstone

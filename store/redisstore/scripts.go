@@ -24,7 +24,9 @@ import (
 // ult compares two log positions or floors given as decimal strings without
 // leading zeros: shorter is smaller, and equal lengths compare byte by byte.
 // pad widens a position to the 20 digits of an age index member. atOf reads
-// the 'a' field (the entry's time key) of a stream entry's field list. posOf
+// the 'a' field (the entry's time key) of a stream entry's field list,
+// ageOf its 'g' field (its age key; entries of earlier versions have none
+// and are as old as their time). posOf
 // is the position of a stream entry ID "<position>-0". cursorOf splits a
 // consumer's cursor field, "<cursor>" or "<cursor> <queue key>", into its
 // parts. dropCursors removes the cursors of a lobby whose keys are gone, for
@@ -47,6 +49,12 @@ local function atOf(f)
     if f[i] == 'a' then return f[i + 1] end
   end
   return ''
+end
+local function ageOf(f)
+  for i = 1, #f, 2 do
+    if f[i] == 'g' then return f[i + 1] end
+  end
+  return atOf(f)
 end
 local function posOf(sid) return string.sub(sid, 1, -3) end
 local function cursorOf(s)
@@ -111,7 +119,7 @@ return r
 // whose last ID is not below the position), and Redis does not undo a
 // script's earlier writes when a later command fails.
 const writeScript = luaLib + `
-local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f', 'k')
+local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f', 'k', 'g')
 local v, fresh = cur[1], false
 if not v then
   v = redis.call('GET', KEYS[5]) or '0'
@@ -119,7 +127,9 @@ if not v then
 end
 if v ~= ARGV[1] then return v end
 local id, pos, entry = ARGV[5], ARGV[2], ARGV[7] == '1'
-if entry then redis.call('XADD', KEYS[3], pos .. '-0', 'a', ARGV[9], 'd', ARGV[8]) end
+local ak = ARGV[9]
+if entry and cur[6] and ult(ak, cur[6]) then ak = cur[6] end
+if entry then redis.call('XADD', KEYS[3], pos .. '-0', 'a', ARGV[9], 'g', ak, 'd', ARGV[8]) end
 if cur[4] then redis.call('HDEL', KEYS[1], 'f', 'a', 'k') end
 if cur[5] then redis.call('ZREM', KEYS[7], cur[5] .. id) end
 local old, new = cur[2], ARGV[4]
@@ -138,7 +148,8 @@ if cur[3] then redis.call('HDEL', KEYS[1], 'c') end
 -- tombstone that is gone: a reader from before must learn it missed them.
 if fresh and v ~= '0' then redis.call('HSET', KEYS[1], 'x', v) end
 if not entry then return 1 end
-redis.call('ZADD', KEYS[4], 0, ARGV[9] .. pad(pos) .. id)
+redis.call('HSET', KEYS[1], 'g', ak)
+redis.call('ZADD', KEYS[4], 0, ak .. pad(pos) .. id)
 local keep = tonumber(ARGV[10])
 if keep > 0 then
   local n = redis.call('XLEN', KEYS[3])
@@ -146,7 +157,7 @@ if keep > 0 then
     local last
     for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', n - keep)) do
       last = posOf(e[1])
-      redis.call('ZREM', KEYS[4], atOf(e[2]) .. pad(last) .. id)
+      redis.call('ZREM', KEYS[4], ageOf(e[2]) .. pad(last) .. id)
       redis.call('XDEL', KEYS[3], e[1])
     end
     redis.call('HSET', KEYS[1], 'x', last)
@@ -183,7 +194,7 @@ return 1
 // and folding the floor into the shard floor, -1 if there is no record, or
 // the stored version (a string) on a version mismatch.
 const deleteScript = luaLib + `
-local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x')
+local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x', 'g')
 if not cur[2] then return -1 end
 local v = cur[1] or '0'
 if v ~= ARGV[1] then return v end
@@ -193,6 +204,7 @@ local keep = ARGV[6]
 if redis.call('XLEN', KEYS[3]) > 0 or keep ~= '' then
   redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2], 'a', ARGV[5])
   if cur[4] then redis.call('HSET', KEYS[1], 'x', cur[4]) end
+  if cur[5] then redis.call('HSET', KEYS[1], 'g', cur[5]) end
   if keep ~= '' then
     redis.call('HSET', KEYS[1], 'k', keep)
     redis.call('ZADD', KEYS[7], 0, keep .. ARGV[3])
@@ -253,10 +265,12 @@ return string.sub(e[1][1], 1, -3)
 `
 
 // trimScript removes log entries of one shard older than a bound, oldest
-// first, and the shard's tombstones whose Keep has come. An entry goes
-// together with every earlier entry of its lobby, so that a log is always a
-// run of consecutive kept entries above its trim marker; those count
-// against the limit too. A tombstone whose last entry goes is removed and
+// first by age key, and the shard's tombstones whose Keep has come. An
+// entry goes together with every earlier entry of its lobby, so that a log
+// is always a run of consecutive kept entries above its trim marker; those
+// count against the limit too, and are old as well, since age keys never
+// decrease along a log (the write script makes each at least the previous
+// one). A tombstone whose last entry goes is removed and
 // its floor and At folded into the shard's, unless its Keep is after now.
 // A tombstone in the keep index whose Keep has come is removed the same
 // way if its log is empty (counted against the limit), and otherwise
@@ -306,7 +320,7 @@ local function trim(m)
   local last
   for _, e in ipairs(es) do
     last = posOf(e[1])
-    redis.call('ZREM', KEYS[1], atOf(e[2]) .. pad(last) .. id)
+    redis.call('ZREM', KEYS[1], ageOf(e[2]) .. pad(last) .. id)
     redis.call('XDEL', lk, e[1])
     n = n + 1
   end
