@@ -12,8 +12,11 @@
 //
 // # Versions and floors
 //
-// Every lobby ID has a version. It is 0 before the first write, and each
-// successful [Store.Write] sets it to the expected version plus one. After
+// Every lobby ID has a version. Before its first write an ID's version is
+// the store-wide floor (below): 0 in a store that never folded a
+// tombstone, else the highest floor folded so far, so an ID never written
+// is not always at 0. Load reports it with ErrNotFound, and each successful
+// [Store.Write] sets it to the expected version plus one. After
 // [Store.Delete] the ID has no record, but its version is not forgotten: the
 // store keeps a floor at or above every version it ever held for that ID, and
 // [Store.Load] reports that floor, so a lobby created again continues above
@@ -108,13 +111,24 @@ var (
 // including Trimmed may be gone; the reader cannot know what they said, so
 // it starts again from the lobby's current record (Load) and reads the log
 // after that record's version. errors.Is(err, ErrCompacted) is true.
+//
+// A lobby created where the ID had neither record nor tombstone starts on
+// the store-wide floor, and positions up to that floor may have belonged to
+// an earlier lobby of the ID whose entries are gone: a read after a
+// position below the floor reports a CompactedError (Trimmed at least the
+// floor) even if nothing of the new lobby was trimmed. A reader that
+// followed the earlier lobby thereby learns that it missed entries; a
+// reader of the new lobby only, which starts from Load, never asks there.
 type CompactedError struct {
 	Lobby string
 	// After is the position the reader asked to read after.
 	After uint64
-	// Trimmed is the highest position retention may have removed; reading
-	// after it (or after any later position) does not report compaction
-	// again for the same trim.
+	// Trimmed bounds what may be gone: it is at least the highest position
+	// after After that retention removed (or the floor a lobby was created
+	// on), and below the oldest entry after After that is still kept, so
+	// reading after Trimmed returns every kept entry and does not report
+	// compaction again for the same trim. It is a bound, not the exact
+	// position of a removed entry.
 	Trimmed uint64
 }
 
@@ -170,7 +184,9 @@ type Write struct {
 	// ID names the lobby to write.
 	ID string
 	// Expected is the version the caller read: the record's Version, or the
-	// floor Load reported with ErrNotFound (0 for an ID never written). The
+	// floor Load reported with ErrNotFound. For an ID never written that
+	// floor is the store-wide floor: 0 only while the store never folded a
+	// tombstone, so a creator must Load first rather than assume 0. The
 	// write succeeds only if the stored version still equals it, and then
 	// sets the version to Expected+1.
 	Expected uint64
@@ -250,13 +266,23 @@ type Cursor struct {
 	After uint64
 }
 
-// Retention is how long a store keeps log entries. An entry is trimmed once
-// its lobby has more than Entries newer entries (trimmed at the append that
-// makes it so), or once it is older than Age (trimmed by [Store.TrimLog],
-// judged by the entries' At against TrimLog's now). A zero field imposes no
-// bound of its own; stores document their defaults. Durable consumers do not
-// hold entries back: a consumer slower than the retention gets a
-// CompactedError like any reader.
+// Retention is how long a store keeps log entries.
+//
+// Entries bounds the count: each lobby keeps exactly its newest Entries
+// entries (or all, while it has no more), the oldest going at the append
+// that would make it hold Entries+1.
+//
+// Age bounds the time: [Store.TrimLog] removes an entry once it is older
+// than Age, judged at TrimLog's now. An entry's age is judged by the latest
+// At of it and of every earlier entry of its lobby, so that trimming by age
+// always removes the oldest entries of a lobby first and never leaves a
+// hole: an entry whose At is earlier than that of an entry before it (a
+// writer whose clock went back) counts as being as old as that entry, and
+// goes with it, not before.
+//
+// A zero field imposes no bound of its own; stores document their
+// defaults. Durable consumers do not hold entries back: a consumer slower
+// than the retention gets a CompactedError like any reader.
 type Retention struct {
 	Entries int
 	Age     time.Duration
@@ -349,7 +375,8 @@ type Store interface {
 	LogHeads(ctx context.Context, ids []string) ([]uint64, error)
 
 	// TrimLog removes up to limit entries (of any lobbies) older than the
-	// store's retention Age as judged at now, oldest first, and drops the
+	// store's retention Age as judged at now (see Retention for how an
+	// entry's age is judged), oldest first, and drops the
 	// tombstones that are due: a tombstone goes once its log has no entry
 	// left and its Deletion.Keep is zero or at or before now, and its
 	// floor and At then fold into the store-wide floor (which keeps the
@@ -375,6 +402,13 @@ type Store interface {
 	// other. limit and hold must be positive and name valid as an ID
 	// (else ErrInvalid).
 	//
+	// A lobby counts as having entries after the cursor also when
+	// retention trimmed every one of them: it is still returned, and its
+	// ReadLog after the cursor reports a CompactedError, so a consumer
+	// always learns that it missed entries; committing the CompactedError's
+	// Trimmed (or a later position) ends that. This holds after the
+	// lobby's tombstone folded too.
+	//
 	// The first ClaimLog (or RegisterConsumer) of a name registers it: a
 	// consumer sees every entry appended by a Write that commits after
 	// its registration returned, and none before (a new consumer starts
@@ -394,9 +428,15 @@ type Store interface {
 	// backward: a lower value changes nothing) and releases name's claim
 	// on the lobby, so the next ClaimLog returns it again only if entries
 	// after the cursor exist (a Write that commits between ClaimLog and
-	// CommitLog is never lost). A lobby name has no cursor for (none of
-	// its entries was ever due to name, or the store lost it) is left
-	// alone. An unregistered name is ErrInvalid.
+	// CommitLog is never lost). A lobby name has no cursor for is left
+	// alone: none of its entries was ever due to name, or the store
+	// dropped a cursor with nothing left to deliver (when the lobby's
+	// tombstone folded; the next entry there is due from its start). A
+	// store never drops a cursor that has entries due, trimmed ones
+	// included; only a store that loses its data as a whole (a server
+	// restarted without persistence, which the adapter documents) loses
+	// cursors, and the registrations and the log with them. An
+	// unregistered name is ErrInvalid.
 	CommitLog(ctx context.Context, name, id string, after uint64) error
 }
 
@@ -428,6 +468,13 @@ type BatchWriter interface {
 	// none waits for another to commit. Writes to the same lobby ID apply
 	// in the order given, as successive Writes would.
 	//
+	// Everything Write promises holds for each committed write of a
+	// batch: its record, deadline and log entry are one atomic step that
+	// no reader sees in part, also while the rest of the batch is still
+	// being applied; it releases the lobby's Claim (see Claimer); count
+	// retention trims the lobby's log at its append; and it adds a Change
+	// to every Feed. Nothing is atomic across the writes of a batch.
+	//
 	// errs[i] is nil when ws[i] committed, wraps ErrConflict or ErrInvalid
 	// when it wrote nothing for that reason, and is any other error when
 	// its outcome is unknown (as for Write: a lost connection, a context
@@ -443,7 +490,8 @@ type BatchWriter interface {
 type Notifier interface {
 	// Subscribe returns a Feed that receives a Change for every Write with
 	// a log entry that commits after Subscribe returns, by any process,
-	// and that stops receiving when ctx is done. A Change is added only
+	// and that stops receiving when ctx is done. A Change names the
+	// position of that entry; a Write without Effects adds no Change. A Change is added only
 	// once the write is visible: a reader that calls ReadLog after taking
 	// it sees the entry. Where delivery may have failed (a lost
 	// connection, a full feed) the store marks the feed lost instead; the

@@ -373,7 +373,7 @@ func checkBatchConcurrent(h *harness) {
 			})
 		}
 		close(release)
-		wg.Wait()
+		h.wait(&wg, fmt.Sprintf("round %d's senders", r))
 
 		won := map[string][]int{}
 		for g := range senders {
@@ -433,10 +433,9 @@ func checkBatchSubscribe(h *harness) {
 	s := h.subscribe(n, h.ctx)
 	const a, bare, refused, d = "batch-sub-a", "batch-sub-bare", "batch-sub-refused", "batch-sub-d"
 	h.write(store.Write{ID: bare, Data: []byte("1")})
-	s.bare[bare] = map[uint64]bool{1: true, 2: true}
 	ws := []store.Write{
 		{ID: a, Data: []byte("a1"), At: t0, Effects: []byte("a1")},
-		{ID: bare, Expected: 1, Data: []byte("2"), At: t0}, // no entry, no Change required
+		{ID: bare, Expected: 1, Data: []byte("2"), At: t0}, // no entry, so no Change
 		{ID: a, Expected: 1, Data: []byte("a2"), At: t0, Effects: []byte("a2")},
 		{ID: refused, Expected: 5, Data: []byte("x"), At: t0, Effects: []byte("x")},
 		{ID: d, Data: []byte("d1"), At: t0, Effects: []byte("d1")},

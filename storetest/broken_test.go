@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/storetest"
@@ -65,7 +66,8 @@ func TestRunWithoutRetention(t *testing.T) {
 	if os.Getenv(noRetentionEnv) != "" {
 		t.Skip("already the child process")
 	}
-	retention := []string{"RetentionCount", "TrimLog", "TombstoneFold", "ModelRetained"}
+	retention := []string{"RetentionCount", "TrimLog", "TrimLogClockBack", "TombstoneFold", "TombstoneAt", "TombstoneKeep",
+		"TombstoneKeepEntries", "TombstoneKeepNoAge", "FloorHigh", "ConsumerCompacted", "ModelRetained"}
 	pattern := "^TestNoRetentionTarget$/^(" + strings.Join(retention, "|") + "|LogRead)$"
 	cmd := exec.CommandContext(t.Context(), os.Args[0], "-test.run="+pattern, "-test.count=1", "-test.v", "-rapid.nofailfile")
 	cmd.Env = append(os.Environ(), noRetentionEnv+"=1")
@@ -99,7 +101,7 @@ func TestBrokenStores(t *testing.T) {
 		t.Run(f.name, func(t *testing.T) {
 			pattern := "^TestBrokenTarget$/^" + regexp.QuoteMeta(f.check) + "$"
 			cmd := exec.CommandContext(t.Context(), os.Args[0],
-				"-test.run="+pattern, "-test.count=1", "-rapid.nofailfile")
+				"-test.run="+pattern, "-test.count=1", "-rapid.nofailfile", "-test.timeout="+childTimeout.String())
 			cmd.Env = append(os.Environ(), brokenEnv+"="+f.name)
 			out, err := cmd.CombinedOutput()
 			if err == nil {
@@ -112,6 +114,9 @@ func TestBrokenStores(t *testing.T) {
 			if !strings.Contains(string(out), want) {
 				t.Fatalf("flaw %s: the output lacks %q. Output:\n%s", f.name, want, out)
 			}
+			if strings.Contains(string(out), "test timed out") {
+				t.Fatalf("flaw %s: check %s hung until the child's -test.timeout instead of failing. Output:\n%s", f.name, f.check, out)
+			}
 			if strings.Contains(string(out), "panic:") {
 				t.Fatalf("flaw %s: check %s panicked instead of failing. Output:\n%s", f.name, f.check, out)
 			}
@@ -119,6 +124,49 @@ func TestBrokenStores(t *testing.T) {
 				t.Logf("flaw %s caught by %s:\n%s", f.name, f.check, out)
 			}
 		})
+	}
+}
+
+// childTimeout bounds a child run of one check: longer than a check may
+// take (storetest.CheckTimeout), so a check that runs out of its own time
+// still reports what it waited for before the binary gives up.
+const childTimeout = storetest.CheckTimeout + time.Minute
+
+// concurrentChecks are the checks that write, more than writeFailEvery
+// times, from goroutines of their own.
+var concurrentChecks = []string{
+	"LogAtomic", "ConsumerRegistration", "ConsumersConcurrent", "ConsumersLinearizable",
+	"ManyLobbies", "ConcurrentWriters", "ConcurrentReaders", "Linearizable",
+	"SubscribeFollow", "BatchConcurrent",
+}
+
+// TestFailingWritesFailTheSuite: a store whose Write fails now and then (a
+// lost connection) fails every check that writes from goroutines of its
+// own, each by itself and reporting the failed write, instead of leaving a
+// check waiting for a goroutine that gave up (which would hang the binary
+// until its -timeout and swallow what the other checks reported).
+func TestFailingWritesFailTheSuite(t *testing.T) {
+	if os.Getenv(brokenEnv) != "" {
+		t.Skip("already the child process")
+	}
+	pattern := "^TestBrokenTarget$/^(" + strings.Join(concurrentChecks, "|") + ")$"
+	cmd := exec.CommandContext(t.Context(), os.Args[0],
+		"-test.run="+pattern, "-test.count=1", "-rapid.nofailfile", "-test.timeout="+childTimeout.String())
+	cmd.Env = append(os.Environ(), brokenEnv+"="+writeFailsNowAndThen.name)
+	out, err := cmd.CombinedOutput()
+	if _, ok := err.(*exec.ExitError); !ok {
+		t.Fatalf("the concurrent checks on a store whose writes fail now and then: want a failing run, got %v. Output:\n%s", err, out)
+	}
+	if strings.Contains(string(out), "test timed out") || strings.Contains(string(out), "panic:") {
+		t.Fatalf("the concurrent checks hung or panicked on a store whose writes fail now and then. Output:\n%s", out)
+	}
+	for _, name := range concurrentChecks {
+		if !strings.Contains(string(out), "--- FAIL: TestBrokenTarget/"+name+" ") {
+			t.Errorf("check %s did not fail on a store whose writes fail now and then. Output:\n%s", name, out)
+		}
+	}
+	if !strings.Contains(string(out), errInjected.Error()) {
+		t.Errorf("no check reported the failed write (%q). Output:\n%s", errInjected, out)
 	}
 }
 
@@ -173,6 +221,7 @@ const noBatchEnv = "LOBBYHOST_STORETEST_NO_BATCH"
 var batchChecks = []string{
 	"BatchOutcomes", "BatchSameLobby", "BatchEmpty", "BatchAliasing",
 	"BatchContextCancelled", "BatchConcurrent", "BatchSubscribe", "BatchLarge",
+	"BatchAtomic", "BatchReleasesClaim", "BatchRetention",
 }
 
 // plainStore offers only store.Store of the store it holds: none of the

@@ -81,7 +81,7 @@ func checkClaim(h *harness) {
 			}
 		})
 	}
-	wg.Wait()
+	h.wait(&wg, "the concurrent claimers")
 	for _, err := range errs {
 		h.t.Fatalf("concurrent Claim = %v", err)
 	}
@@ -103,9 +103,6 @@ type subscriber struct {
 	f    *store.Feed
 	seen map[string]uint64 // highest position taken, per lobby
 	lost int
-	// bare holds the versions the check wrote without Effects: a store
-	// may add a Change for such a write too, naming its version.
-	bare map[string]map[uint64]bool
 }
 
 // await takes from the feed until it has named lobby id at position v or
@@ -133,15 +130,12 @@ func (s *subscriber) await(id string, v uint64, after string) {
 	}
 }
 
-// check fails unless ReadLog shows an entry at c's position (or c names a
-// write without Effects).
+// check fails unless ReadLog shows an entry at c's position: a Change
+// names an entry, and a write without Effects adds none.
 func (s *subscriber) check(c store.Change) {
 	s.h.t.Helper()
 	if c.Version == 0 {
 		s.h.t.Fatalf("Change{%q, 0}: no entry has position 0", c.Lobby)
-	}
-	if s.bare[c.Lobby][c.Version] {
-		return
 	}
 	got, err := s.h.s.ReadLog(s.h.ctx, c.Lobby, c.Version-1, 1)
 	if err != nil {
@@ -170,14 +164,14 @@ func (h *harness) subscribe(n store.Notifier, ctx context.Context) *subscriber {
 	if f == nil {
 		h.t.Fatal("Subscribe returned a nil Feed")
 	}
-	return &subscriber{h: h, f: f, seen: map[string]uint64{}, bare: map[string]map[uint64]bool{}}
+	return &subscriber{h: h, f: f, seen: map[string]uint64{}}
 }
 
 // checkSubscribe (store.Notifier only): every Feed receives a Change for
 // each Write with Effects, naming its lobby and its entry's position;
 // several subscribers each receive them; writers never wait for a
 // subscriber that does not take; a subscriber whose context ended leaves
-// the others alone. (Writes without Effects may add changes or not.)
+// the others alone; a Write without Effects adds no Change.
 func checkSubscribe(h *harness) {
 	n, ok := h.s.(store.Notifier)
 	if !ok {
@@ -191,13 +185,14 @@ func checkSubscribe(h *harness) {
 	h.write(store.Write{ID: "sub-n", Data: []byte("1"), Deadline: t0, Effects: []byte("e1")})
 	s1.await("sub-n", 1, "a Write with Effects")
 	s2.await("sub-n", 1, "a Write with Effects")
-	h.write(store.Write{ID: "sub-n", Expected: 1, Data: []byte("2")}) // no entry, no Change required
-	s1.bare["sub-n"] = map[uint64]bool{2: true}
-	s2.bare["sub-n"] = map[uint64]bool{2: true}
-	h.write(store.Write{ID: "sub-n", Expected: 2, Data: []byte("3"), Effects: []byte("e3")})
+	h.write(store.Write{ID: "sub-n", Expected: 1, Data: []byte("2")}) // no entry, so no Change
+	// A Change for the write without Effects would be taken, and fail,
+	// with the one for sub-m: a Feed keeps only one Change per lobby, so
+	// it must come before sub-n's next entry.
 	h.write(store.Write{ID: "sub-m", Data: []byte("1"), Effects: []byte("m1")})
-	s1.await("sub-n", 3, "a Write with Effects at position 3")
 	s1.await("sub-m", 1, "a Write with Effects to another lobby")
+	h.write(store.Write{ID: "sub-n", Expected: 2, Data: []byte("3"), Effects: []byte("e3")})
+	s1.await("sub-n", 3, "a Write with Effects at position 3")
 
 	// Nobody takes from the feeds now: writes must not wait for them.
 	within(h.t, "100 writes with feeds nobody takes from", func() {
@@ -235,8 +230,13 @@ func checkSubscribeAfterCommit(h *harness) {
 			written <- h.s.Write(h.ctx, store.Write{ID: id, Expected: v, Data: counter(int(v + 1)), At: t0, Effects: counter(int(v + 1))})
 		}()
 		s.await(id, v+1, fmt.Sprintf("Write %d", v+1))
-		if err := <-written; err != nil {
-			h.t.Fatalf("Write(%q, %d) = %v, want nil", id, v, err)
+		select {
+		case err := <-written:
+			if err != nil {
+				h.t.Fatalf("Write(%q, %d) = %v, want nil", id, v, err)
+			}
+		case <-h.ctx.Done():
+			h.t.Fatalf("Write(%q, %d), whose Change came, had not returned when the check's time ran out", id, v)
 		}
 	}
 }
@@ -324,6 +324,8 @@ func checkSubscribeFollow(h *harness) {
 				take()
 			case <-done:
 				writing = false
+			case <-h.ctx.Done():
+				h.t.Fatalf("%s: still waiting for the writers when the check's time ran out", phase)
 			}
 		}
 		for _, err := range errs {
@@ -360,7 +362,11 @@ func checkSubscribeFollow(h *harness) {
 		if err != nil {
 			return err
 		}
-		<-together
+		select {
+		case <-together:
+		case <-h.ctx.Done():
+			return context.Cause(h.ctx)
+		}
 		return h.s.Write(h.ctx, store.Write{ID: id, Expected: r.Version, Data: []byte("x"), At: t0, Effects: counter(int(r.Version + 1))})
 	})
 	heads := h.heads(lobbies...)

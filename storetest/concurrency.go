@@ -46,7 +46,11 @@ func checkConcurrentWriters(h *harness) {
 				defer doneAll.Done()
 				loads[g], loadErrs[g] = h.s.Load(h.ctx, id)
 				loadedAll.Done()
-				<-release
+				select {
+				case <-release:
+				case <-h.ctx.Done():
+					return
+				}
 				if loadErrs[g] != nil {
 					return
 				}
@@ -60,9 +64,9 @@ func checkConcurrentWriters(h *harness) {
 				})
 			}()
 		}
-		loadedAll.Wait()
+		h.wait(&loadedAll, fmt.Sprintf("round %d's loads", r))
 		close(release)
-		doneAll.Wait()
+		h.wait(&doneAll, fmt.Sprintf("round %d's writes", r))
 
 		winners := 0
 		for g := range goroutines {
@@ -117,7 +121,7 @@ func checkConcurrentWriters(h *harness) {
 			}
 		})
 	}
-	wg.Wait()
+	h.wait(&wg, "the free-running writers")
 	for _, err := range errs {
 		if err != nil {
 			h.t.Fatal(err)

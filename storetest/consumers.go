@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -285,9 +286,9 @@ func checkConsumersConcurrent(h *harness) {
 			}
 		})
 	}
-	wg.Wait()
+	h.wait(&wg, "the writers")
 	written.Store(true)
-	cg.Wait()
+	h.wait(&cg, "the claimers")
 	for _, f := range failures {
 		h.t.Error(f)
 	}
@@ -330,32 +331,41 @@ func checkConsumerRegistration(h *harness) {
 		wg         sync.WaitGroup
 	)
 	wg.Go(func() {
+		// However the writer ends, the check stops waiting for its first
+		// writes: a failed Write reports itself after wg.Wait.
+		var once sync.Once
+		defer once.Do(func() { close(wrote) })
 		for i := 0; i < before+after; i++ {
 			if i == before {
-				close(wrote)
-				<-registered
+				once.Do(func() { close(wrote) })
+				select {
+				case <-registered:
+				case <-h.ctx.Done():
+					werr = fmt.Errorf("waiting for RegisterConsumer: %w", context.Cause(h.ctx))
+					return
+				}
 			}
 			id := lobbies[i%len(lobbies)]
 			v := uint64(len(spans[id]))
 			call := since()
 			if err := h.s.Write(h.ctx, store.Write{ID: id, Expected: v, Data: []byte("x"), At: t0, Effects: counter(int(v + 1))}); err != nil {
-				werr = fmt.Errorf("Write(%q, %d) = %w", id, v, err)
+				werr = fmt.Errorf("write %d of the writer: Write(%q, %d) = %w", i+1, id, v, err)
 				return
 			}
 			spans[id] = append(spans[id], span{call, since()})
 		}
 	})
-	<-wrote
+	h.recv(wrote, fmt.Sprintf("the writer's first %d writes", before))
 	regCall := since()
 	err := h.s.RegisterConsumer(h.ctx, name)
 	regRet := since()
 	close(registered)
-	wg.Wait()
-	if err != nil {
-		h.t.Fatalf("RegisterConsumer(%q) = %v, want nil", name, err)
-	}
+	h.wait(&wg, "the writer")
 	if werr != nil {
 		h.t.Fatal(werr)
+	}
+	if err != nil {
+		h.t.Fatalf("RegisterConsumer(%q) = %v, want nil", name, err)
 	}
 	got := h.drain(name)
 	for _, id := range lobbies {

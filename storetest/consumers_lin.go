@@ -226,7 +226,7 @@ func checkConsumersLinearizable(h *harness, partitioned bool) {
 			}
 		})
 	}
-	wg.Wait()
+	h.wait(&wg, "the writer and the claimers")
 	for _, err := range errs {
 		if err != nil {
 			h.t.Fatal(err)

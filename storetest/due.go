@@ -154,7 +154,7 @@ func checkManyLobbies(h *harness) {
 			}
 		})
 	}
-	wg.Wait()
+	h.wait(&wg, "the writers")
 	for _, err := range errs {
 		if err != nil {
 			h.t.Fatal(err)

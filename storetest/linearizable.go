@@ -181,7 +181,7 @@ func checkLinearizable(h *harness) {
 			}
 		})
 	}
-	wg.Wait()
+	h.wait(&wg, "the clients")
 	for _, err := range errs {
 		if err != nil {
 			h.t.Fatal(err)

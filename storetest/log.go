@@ -289,9 +289,11 @@ func checkLogAtomic(h *harness) {
 			}
 		}
 	}()
-	wg.Wait()
-	close(stop)
-	<-observed
+	// stop is closed however the wait ends, so the observer ends too.
+	defer closeOnce(stop)
+	h.wait(&wg, "the writers")
+	closeOnce(stop)
+	h.recv(observed, "the observer")
 	for _, f := range failures {
 		h.t.Error(f)
 	}

@@ -153,7 +153,7 @@ var modelDeadlines = []time.Time{
 // store shows exactly the model's records, floors, due index and logs.
 // Each rapid iteration uses a new store.
 func checkModel(t *testing.T, newStore func(*testing.T) store.Store, retained bool) {
-	ctx := t.Context()
+	ctx := checkContext(t)
 	rapid.Check(t, func(rt *rapid.T) {
 		s := newStore(t)
 		if s == nil {

@@ -124,9 +124,11 @@ func checkConcurrentReaders(h *harness) {
 			}
 		})
 	}
-	wg.Wait()
-	close(stop)
-	rg.Wait()
+	// stop is closed however the wait ends, so the readers end too.
+	defer closeOnce(stop)
+	h.wait(&wg, "the writers")
+	closeOnce(stop)
+	h.wait(&rg, "the readers")
 	for _, f := range failures {
 		h.t.Error(f)
 	}

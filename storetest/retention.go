@@ -16,11 +16,9 @@ const retainEntries = 3
 // *store.CompactedError naming the lobby, the position asked for and the
 // highest trimmed position, after which reading works again; a consumer
 // that never committed holds nothing back; TrimLog without an age bound
-// removes nothing.
-//
-// The contract says an entry goes once more than Entries newer ones exist,
-// which keeps Entries+1; the check also accepts a store that keeps exactly
-// Entries, and nothing else.
+// removes nothing. A lobby keeps exactly its newest Entries entries.
+// CompactedError.Trimmed is a bound: at least the highest position removed
+// and below the oldest kept, which here is one position.
 func checkRetentionCount(h *harness) {
 	const id, other = "ret-count", "ret-other"
 	h.register("slow") // a consumer that never reads holds nothing back
@@ -40,19 +38,20 @@ func checkRetentionCount(h *harness) {
 		write(v)
 	}
 	const head = 20
-	trimmed := h.compacted(id, 0)
-	if kept := head - trimmed; kept < retainEntries || kept > retainEntries+1 {
-		h.t.Fatalf("after %d entries with a retention of %d: ReadLog(%q, 0) reports entries up to %d trimmed, so %d kept; want %d or %d",
-			head, retainEntries, id, trimmed, kept, retainEntries, retainEntries+1)
+	const trimmed = head - retainEntries
+	if got := h.compacted(id, 0); got != trimmed {
+		h.t.Fatalf("after %d entries with a retention of %d: ReadLog(%q, 0) reports Trimmed %d, so %d kept; want Trimmed %d: exactly the newest %d kept",
+			head, retainEntries, id, got, head-got, trimmed, retainEntries)
 	}
 	// Reading after Trimmed, or later, works and finds the rest.
-	for after := trimmed; after <= head; after++ {
+	for after := uint64(trimmed); after <= head; after++ {
 		h.expectLog(id, after, want[after:])
 	}
-	// Every position before it reports the same trim.
-	for after := range trimmed {
+	// Every position before it reports a trim with the same bound (here
+	// exact: the highest removed is trimmed, the oldest kept trimmed+1).
+	for after := range uint64(trimmed) {
 		if got := h.compacted(id, after); got != trimmed {
-			h.t.Fatalf("ReadLog(%q, %d): Trimmed %d, but ReadLog(%q, 0) said %d", id, after, got, id, trimmed)
+			h.t.Fatalf("ReadLog(%q, %d): Trimmed %d, want %d: at least the highest position removed and below the oldest kept", id, after, got, trimmed)
 		}
 	}
 	// The other lobby keeps its entries: retention counts per lobby.
@@ -203,6 +202,15 @@ func checkTombstoneFold(h *harness) {
 	h.compacted("fold-a", 0)
 	h.compacted("fold-never-written", g-1)
 	h.expectLog("fold-a", g, nil)
+	// A never-written ID is at the store-wide floor, not at 0.
+	h.writeErr(store.Write{ID: "fold-fresh", Data: []byte("zero")}, store.ErrConflict)
+	// A lobby created on it reports positions up to the floor compacted:
+	// they may have been another lobby's of that ID.
+	h.write(store.Write{ID: "fold-fresh", Expected: g, Data: []byte("fresh"), At: now.Add(30 * time.Minute), Effects: []byte("fresh")})
+	if tr := h.compacted("fold-fresh", 0); tr < g {
+		h.t.Fatalf("ReadLog(fold-fresh, 0) of a lobby created on the store-wide floor %d: Trimmed %d, want >= %d", g, tr, g)
+	}
+	h.expectLog("fold-fresh", g, []store.Entry{entry("fold-fresh", g+1, "fresh")})
 	if d := diff([]uint64{0, 0}, h.heads("fold-a", "fold-kept")); d != "" {
 		h.t.Fatalf("LogHeads after trimming (-want +got):\n%s", d)
 	}

@@ -3,11 +3,15 @@ package storetest_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"path"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/store"
@@ -30,6 +34,9 @@ type simpleStore struct {
 	tombs   map[string][]byte       // a deleted record's data, while its log lasts
 	logs    map[string]*simpleLog   // every ID with a record or a tombstone
 	global  uint64                  // the store-wide floor: every folded floor is at or below it
+	tombAt  map[string]time.Time    // a tombstone's Deletion.At
+	keeps   map[string]time.Time    // a tombstone's Deletion.Keep, if it has one
+	lastAt  time.Time               // the latest At folded (zero if none)
 	index   map[string]store.Due    // the due index: lobbies with a deadline
 	claims  map[string]time.Time    // Claim: claimed until
 	cache   map[string]store.Record
@@ -42,8 +49,10 @@ type simpleStore struct {
 	logClaims map[string]time.Time       // ClaimLog: claimed until, by ckey(name, lobby key)
 	appends   uint64                     // counts appends, to order ClaimLog by oldest work
 
+	writes  atomic.Int64                      // writeFailsNowAndThen: Writes so far
 	forward map[*store.Feed]chan store.Change // feedDropsUnderLoad's buffers
 	silent  int                               // batchNoChange: batches under way, whose appends notify nobody
+	inBatch int                               // batchSkipsRetention: batches under way
 }
 
 // simpleLog is one lobby's effects log and its trimmed marker: the highest
@@ -222,6 +231,24 @@ var (
 	foldForgetsFloor = flaw{"fold-forgets-floor", "TombstoneFold"}
 	// The store-wide floor is the last folded floor, not the highest.
 	foldLowersFloor = flaw{"fold-lowers-floor", "TombstoneFold"}
+	// Load of a tombstone reports no At (the deleter's time is dropped).
+	tombstoneForgetsAt = flaw{"tombstone-forgets-at", "TombstoneAt"}
+	// Folding a tombstone forgets its At: IDs without a record report none.
+	foldForgetsAt = flaw{"fold-forgets-at", "TombstoneAt"}
+	// The store-wide At is the last folded, not the latest.
+	foldLowersAt = flaw{"fold-lowers-at", "TombstoneAt"}
+	// Delete ignores Keep: the tombstone goes with its last entry.
+	keepIgnored = flaw{"keep-ignored", "TombstoneKeep"}
+	// TrimLog looks at Keep times only when the store has an Age bound.
+	keepNeedsAge = flaw{"keep-needs-age-bound", "TombstoneKeep"}
+	// TrimLog drops tombstones at their Keep but does not count them.
+	keepUncounted = flaw{"keep-folds-uncounted", "TombstoneKeep"}
+	// A Keep left from an earlier Delete deletes the lobby written since.
+	staleKeepDeletes = flaw{"stale-keep-deletes", "TombstoneKeep"}
+	// A tombstone whose last entry is trimmed goes, even before its Keep.
+	keepLostWithLog = flaw{"keep-lost-with-log", "TombstoneKeepEntries"}
+	// A tombstone goes at its Keep although its log still has entries.
+	keepDropsLog = flaw{"keep-drops-log", "TombstoneKeepNoAge"}
 
 	// Durable consumers.
 
@@ -256,6 +283,53 @@ var (
 	commitMakesCursor = flaw{"commit-makes-cursor", "Consumers"}
 	// ClaimLog takes a hold of 0.
 	logClaimZeroHold = flaw{"logclaim-zero-hold", "Invalid"}
+
+	// Clauses of the contract that are easy to miss.
+
+	// Floors are compared as signed 64-bit numbers (a bigint column or a
+	// sorted set's score): a floor at or above 2^63 loses to a small one.
+	floorSigned = flaw{"floor-signed", "FloorHigh"}
+	// Delete takes its ID as a glob pattern (SCAN MATCH, KEYS) and
+	// deletes every lobby it matches.
+	deleteGlob = flaw{"delete-matches-glob", "DeletePattern"}
+	// Delete takes its ID as a LIKE pattern and deletes every lobby it
+	// matches.
+	deleteLike = flaw{"delete-matches-like", "DeletePattern"}
+	// Load of a deleted lobby returns the tombstone's own data.
+	tombstoneDataShared = flaw{"tombstone-data-shared", "AliasingTombstone"}
+	// WriteBatch commits every record of the batch, then (after a window)
+	// appends their entries.
+	batchEntriesLate = flaw{"batch-entries-late", "BatchAtomic"}
+	// A batched write leaves the lobby's claim in place.
+	batchKeepsClaim = flaw{"batch-keeps-claim", "BatchReleasesClaim"}
+	// Entries appended by WriteBatch escape count retention.
+	batchSkipsRetention = flaw{"batch-skips-retention", "BatchRetention"}
+	// Count retention keeps one entry more than Entries.
+	countKeepsOneMore = flaw{"count-retention-keeps-one-more", "RetentionCount"}
+	// Age retention judges each entry by its own At: an entry older than
+	// the one before it goes first, leaving a hole.
+	ageByOwnAt = flaw{"age-by-own-at", "TrimLogClockBack"}
+	// Age retention removes an old entry with every earlier entry of its
+	// lobby, however recent.
+	ageTakesEarlier = flaw{"age-takes-earlier-entries", "TrimLogClockBack"}
+	// ClaimLog skips a lobby whose entries after the cursor were all
+	// trimmed: its consumer never learns it missed them.
+	claimSkipsCompacted = flaw{"claim-skips-compacted", "ConsumerCompacted"}
+	// A Write without Effects adds a Change too.
+	changeForBareWrite = flaw{"change-for-bare-write", "Subscribe"}
+	// A lobby created from nothing starts its log with nothing trimmed,
+	// although positions up to the floor may have been another lobby's.
+	freshForgetsFloor = flaw{"fresh-lobby-forgets-floor", "TombstoneFold"}
+	// Creating a lobby that has neither record nor tombstone also accepts
+	// Expected 0 after a fold, repeating versions.
+	createAtZero = flaw{"create-at-zero-after-fold", "TombstoneFold"}
+
+	// Failures.
+
+	// Every writeFailEvery-th Write fails without writing, as a lost
+	// connection would: a check must report it, not wait for the write
+	// forever.
+	writeFailsNowAndThen = flaw{"write-fails-now-and-then", "ConsumerRegistration"}
 
 	// Context.
 
@@ -342,8 +416,11 @@ var flaws = []flaw{
 	readLogInclusive, readLogNewestFirst, readLogCapped, readLogDrains, readLogZeroLimit, headIsVersion, headsSorted,
 	keepsEveryEntry, retentionStoreWide, consumersHoldEntries, compactionUnreported, trimmedLowest,
 	trimNewestFirst, trimIgnoresLimit, trimByWallClock, trimCountsLimit, recreateForgetsTrim, tombstoneOutlivesLog, foldForgetsFloor, foldLowersFloor,
+	tombstoneForgetsAt, foldForgetsAt, foldLowersAt, keepIgnored, keepNeedsAge, keepUncounted, staleKeepDeletes, keepLostWithLog, keepDropsLog,
 	consumerStartsAtZero, registersLate, consumersShareCursors, logClaimsNotHeld, logClaimSplit, commitAppliedLate, commitMovesBack, commitLosesWrite, logClaimIgnoresLimit, commitRegisters, commitMakesCursor, logClaimZeroHold,
-	ignoresContext, logIgnoresContext, contextAfterWrite,
+	ignoresContext, logIgnoresContext, contextAfterWrite, writeFailsNowAndThen,
+	floorSigned, deleteGlob, deleteLike, tombstoneDataShared, batchEntriesLate, batchKeepsClaim, batchSkipsRetention,
+	countKeepsOneMore, ageByOwnAt, ageTakesEarlier, claimSkipsCompacted, changeForBareWrite, freshForgetsFloor, createAtZero,
 	claimsNotHeld, claimsByWallClock, claimReversed, writeKeepsClaim, claimZeroHold,
 	feedSilent, changeWrongVersion, feedFirstOnly, feedBeforeCommit, feedDropsUnderLoad,
 	batchReversed, batchShortResult, batchConflictFailsAll, batchInvalidFailsAll, batchSkipsDue, batchSkipsLog,
@@ -365,6 +442,8 @@ func newSimpleStore(f flaw, r store.Retention) *simpleStore {
 		records:   map[string]store.Record{},
 		floors:    map[string]uint64{},
 		tombs:     map[string][]byte{},
+		tombAt:    map[string]time.Time{},
+		keeps:     map[string]time.Time{},
 		logs:      map[string]*simpleLog{},
 		index:     map[string]store.Due{},
 		claims:    map[string]time.Time{},
@@ -375,6 +454,13 @@ func newSimpleStore(f flaw, r store.Retention) *simpleStore {
 		logClaims: map[string]time.Time{},
 	}
 }
+
+// writeFailEvery is how often writeFailsNowAndThen's Write fails: within
+// the first writes of any check that writes much.
+const writeFailEvery = 30
+
+// errInjected is writeFailsNowAndThen's failure.
+var errInjected = errors.New("simplestore: connection reset (injected)")
 
 // window is where a flawed write lets others in between its two halves,
 // as the network round trip between two statements would.
@@ -417,6 +503,49 @@ func (s *simpleStore) ckey(name, k string) string {
 		return k
 	}
 	return fmt.Sprintf("%q/%q", name, k)
+}
+
+// patternMatches reports whether the ID pattern, taken as a glob
+// (deleteGlob) or a LIKE pattern (deleteLike), matches k.
+func (s *simpleStore) patternMatches(pattern, k string) bool {
+	if s.flaw == deleteGlob {
+		ok, err := path.Match(pattern, k)
+		return ok && err == nil
+	}
+	var re strings.Builder
+	re.WriteString("^")
+	for i := 0; i < len(pattern); i++ {
+		switch c := pattern[i]; c {
+		case '%':
+			re.WriteString("(?s:.*)")
+		case '_':
+			re.WriteString("(?s:.)")
+		case '\\':
+			if i+1 < len(pattern) {
+				i++
+				re.WriteString(regexp.QuoteMeta(pattern[i : i+1]))
+			}
+		default:
+			re.WriteString(regexp.QuoteMeta(string(c)))
+		}
+	}
+	re.WriteString("$")
+	return regexp.MustCompile(re.String()).MatchString(k)
+}
+
+// signedMax is max of a and b compared as int64, as a signed column would.
+func signedMax(a, b uint64) uint64 {
+	if int64(a) < int64(b) {
+		return b
+	}
+	return a
+}
+
+// known reports whether k has a record or a tombstone; the caller holds
+// mu.
+func (s *simpleStore) known(k string) bool {
+	_, ok := s.floors[k]
+	return ok
 }
 
 // floor is the version of an ID without a record; the caller holds mu.
@@ -464,6 +593,16 @@ func (s *simpleStore) Load(ctx context.Context, id string) (store.Record, error)
 	r, ok := records[k]
 	if !ok {
 		missing := store.Record{ID: id, Version: s.floor(k), Data: slices.Clone(s.tombs[k])}
+		if s.flaw == tombstoneDataShared {
+			missing.Data = s.tombs[k]
+		}
+		if _, ok := s.floors[k]; ok {
+			if s.flaw != tombstoneForgetsAt {
+				missing.At = s.tombAt[k]
+			}
+		} else {
+			missing.At = s.lastAt
+		}
 		if s.flaw == missingWithoutID {
 			missing.ID = ""
 		}
@@ -530,6 +669,9 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 	}
 	if err := s.validate(w); err != nil {
 		return err
+	}
+	if s.flaw == writeFailsNowAndThen && s.writes.Add(1)%writeFailEvery == 0 {
+		return errInjected
 	}
 	k, rec, e := s.prepare(w)
 	switch s.flaw {
@@ -618,6 +760,7 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			e.Version = rec.Version
 		}
 	case s.flaw == createOverwrites && w.Expected == 0 && exists:
+	case s.flaw == createAtZero && w.Expected == 0 && !s.known(k):
 	case s.floor(k) != w.Expected:
 		return store.ErrConflict
 	}
@@ -649,17 +792,26 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 	_, existed := s.records[k]
 	if l := s.logs[k]; l == nil {
 		s.logs[k] = &simpleLog{id: rec.ID, trimmed: s.global}
+		if s.flaw == freshForgetsFloor {
+			s.logs[k].trimmed = 0
+		}
 	} else if !existed && s.flaw == recreateClearsLog {
 		l.entries = nil
 	} else if !existed && s.flaw == recreateForgetsTrim {
 		l.trimmed = 0
 	}
 	delete(s.tombs, k)
+	delete(s.tombAt, k)
+	if s.flaw != staleKeepDeletes {
+		delete(s.keeps, k)
+	}
 	s.records[k] = rec
 	s.floors[k] = rec.Version
 	s.setIndex(k, store.Due{ID: rec.ID, Deadline: rec.Deadline})
 	if e != nil {
 		s.append(k, rec.ID, *e)
+	} else if s.flaw == changeForBareWrite {
+		s.notify(store.Change{Lobby: rec.ID, Version: rec.Version})
 	}
 	if s.flaw != writeKeepsClaim {
 		delete(s.claims, k)
@@ -681,7 +833,10 @@ func (s *simpleStore) append(k, id string, e store.Entry) {
 		e.Version = l.trimmed + uint64(len(l.entries)) + 1
 	}
 	l.entries = append(l.entries, e)
-	if n := s.ret.Entries; n > 0 && s.flaw != keepsEveryEntry {
+	if n := s.ret.Entries; n > 0 && s.flaw != keepsEveryEntry && !(s.flaw == batchSkipsRetention && s.inBatch > 0) {
+		if s.flaw == countKeepsOneMore {
+			n++
+		}
 		if s.flaw == retentionStoreWide {
 			s.trimStoreWide(n)
 		} else {
@@ -735,7 +890,7 @@ func (s *simpleStore) trimFirst(k string, l *simpleLog) {
 	}
 	l.entries = slices.Delete(l.entries, 0, 1)
 	if len(l.entries) == 0 {
-		s.fold(k)
+		s.fold(k, nil)
 	}
 }
 
@@ -757,26 +912,47 @@ func (s *simpleStore) trimStoreWide(n int) {
 	}
 }
 
-// fold drops the tombstone of k if k has neither a record nor entries, and
-// raises the store-wide floor to its floor; the caller holds mu.
-func (s *simpleStore) fold(k string) {
+// fold drops the tombstone of k if k has neither a record nor entries nor
+// a Keep after now (nil: Delete, which has no now), and raises the
+// store-wide floor to its floor and At; the caller holds mu. It reports
+// whether it dropped the tombstone.
+func (s *simpleStore) fold(k string, now *time.Time) bool {
 	if _, ok := s.records[k]; ok {
-		return
+		if _, stale := s.keeps[k]; s.flaw != staleKeepDeletes || !stale {
+			return false
+		}
+		delete(s.records, k)
+		delete(s.index, k)
 	}
-	if l := s.logs[k]; (l != nil && len(l.entries) > 0) || s.flaw == tombstoneOutlivesLog {
-		return
+	if l := s.logs[k]; (l != nil && len(l.entries) > 0 && s.flaw != keepDropsLog) || s.flaw == tombstoneOutlivesLog {
+		return false
 	}
-	f := s.floors[k]
+	if keep, ok := s.keeps[k]; ok && s.flaw != keepIgnored && (now == nil || now.Before(keep)) {
+		return false
+	}
+	f, at := s.floors[k], s.tombAt[k]
 	delete(s.floors, k)
 	delete(s.tombs, k)
+	delete(s.tombAt, k)
+	delete(s.keeps, k)
 	delete(s.logs, k)
 	switch s.flaw {
 	case foldForgetsFloor:
 	case foldLowersFloor:
 		s.global = f
+	case floorSigned:
+		s.global = signedMax(s.global, f)
 	default:
 		s.global = max(s.global, f)
 	}
+	switch {
+	case s.flaw == foldForgetsAt:
+	case s.flaw == foldLowersAt:
+		s.lastAt = at
+	case at.After(s.lastAt):
+		s.lastAt = at
+	}
+	return true
 }
 
 func (s *simpleStore) notify(c store.Change) {
@@ -829,6 +1005,14 @@ func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
 		delete(s.index, k)
 	}
 	s.floors[k] = max(r.Version, floor)
+	if s.flaw == floorSigned {
+		s.floors[k] = signedMax(r.Version, floor)
+	}
+	// Times as a store keeps them: an instant in UTC.
+	s.tombAt[k] = d.At.UTC().Round(0)
+	if !d.Keep.IsZero() {
+		s.keeps[k] = d.Keep
+	}
 	if s.flaw != tombstoneDropsData {
 		s.tombs[k] = slices.Clone(r.Data)
 	}
@@ -840,7 +1024,15 @@ func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
 	case deleteDropsLog:
 		s.logs[k].entries = nil
 	}
-	s.fold(k)
+	s.fold(k, nil)
+	if s.flaw == deleteGlob || s.flaw == deleteLike {
+		for k2 := range s.records {
+			if k2 != k && s.patternMatches(id, k2) {
+				delete(s.records, k2)
+				delete(s.index, k2)
+			}
+		}
+	}
 	return nil
 }
 
@@ -1024,12 +1216,44 @@ func (s *simpleStore) TrimLog(ctx context.Context, now time.Time, limit int) (in
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.ret.Age <= 0 {
-		return 0, nil
-	}
 	if s.flaw == trimByWallClock {
 		now = time.Now()
 	}
+	n := 0
+	if s.ret.Age > 0 {
+		n = s.trimAged(now, limit)
+	}
+	if s.flaw == trimCountsLimit {
+		return limit, nil
+	}
+	if s.ret.Age <= 0 && s.flaw == keepNeedsAge {
+		return n, nil
+	}
+	// Tombstones whose Keep has come, earliest Keep first.
+	var due []string
+	for k, keep := range s.keeps {
+		if !now.Before(keep) {
+			due = append(due, k)
+		}
+	}
+	slices.SortFunc(due, func(a, b string) int { return cmp.Or(s.keeps[a].Compare(s.keeps[b]), strings.Compare(a, b)) })
+	for _, k := range due {
+		if n >= limit {
+			break
+		}
+		if l := s.logs[k]; l != nil && len(l.entries) > 0 && s.flaw != keepDropsLog {
+			continue // it goes with its last entry
+		}
+		if s.fold(k, &now) && s.flaw != keepUncounted {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// trimAged removes up to limit entries older than the Age bound; the
+// caller holds mu.
+func (s *simpleStore) trimAged(now time.Time, limit int) int {
 	cutoff := now.Add(-s.ret.Age)
 	type old struct {
 		k string
@@ -1037,10 +1261,30 @@ func (s *simpleStore) TrimLog(ctx context.Context, now time.Time, limit int) (in
 	}
 	var all []old
 	for k, l := range s.logs {
-		for _, e := range l.entries {
-			if e.At.Before(cutoff) {
+		// An entry is as old as the latest At of it and of the entries
+		// before it: what goes is always a prefix of the log.
+		var key time.Time
+		last := -1 // ageTakesEarlier: the last entry that is old by itself
+		for i, e := range l.entries {
+			if i == 0 || e.At.After(key) {
+				key = e.At
+			}
+			switch {
+			case s.flaw == ageByOwnAt:
+				if e.At.Before(cutoff) {
+					all = append(all, old{k, e})
+				}
+			case s.flaw == ageTakesEarlier:
+				if e.At.Before(cutoff) {
+					last = i
+				}
+			case key.Before(cutoff):
+				e.At = key // the sort below orders by age
 				all = append(all, old{k, e})
 			}
+		}
+		for i := 0; i <= last; i++ {
+			all = append(all, old{k, l.entries[i]})
 		}
 	}
 	slices.SortFunc(all, func(a, b old) int {
@@ -1058,14 +1302,18 @@ func (s *simpleStore) TrimLog(ctx context.Context, now time.Time, limit int) (in
 		l.trimmed = max(l.trimmed, o.e.Version)
 		l.entries = slices.Delete(l.entries, i, i+1)
 		if len(l.entries) == 0 {
-			s.fold(o.k)
+			foldAt := &now
+			if s.flaw == keepLostWithLog {
+				foldAt = &later
+			}
+			s.fold(o.k, foldAt)
 		}
 	}
-	if s.flaw == trimCountsLimit {
-		return limit, nil
-	}
-	return len(all), nil
+	return len(all)
 }
+
+// later is a now after every Keep the suite uses.
+var later = time.Date(9999, time.January, 1, 0, 0, 0, 0, time.UTC)
 
 func (s *simpleStore) RegisterConsumer(ctx context.Context, name string) error {
 	if err := s.logCtxErr(ctx); err != nil {
@@ -1113,6 +1361,9 @@ func (s *simpleStore) ClaimLog(ctx context.Context, name string, now time.Time, 
 	for k, w := range s.consumers[name] {
 		until, ok := s.logClaims[s.ckey(name, k)]
 		if ok && now.Before(until) && s.flaw != logClaimsNotHeld {
+			continue
+		}
+		if l := s.logs[k]; s.flaw == claimSkipsCompacted && (l == nil || len(l.entries) == 0 || l.entries[len(l.entries)-1].Version <= s.cursors[s.ckey(name, k)]) {
 			continue
 		}
 		found = append(found, item{k, w})
@@ -1226,6 +1477,32 @@ func (s *simpleStore) Subscribe(ctx context.Context) (*store.Feed, error) {
 // WriteBatch applies each write as Write does, one after another in the
 // order given, after looking at the context once. With a batch flaw it
 // breaks one rule of store.BatchWriter.
+// batchEntriesLate is WriteBatch committing every record first and
+// appending the entries after a window.
+func (s *simpleStore) batchEntriesLate(ctx context.Context, ws []store.Write) []error {
+	errs := make([]error, len(ws))
+	type late struct {
+		k string
+		e store.Entry
+	}
+	var entries []late
+	for i, w := range ws {
+		effects := w.Effects
+		w.Effects = nil
+		if errs[i] = s.Write(ctx, w); errs[i] == nil && effects != nil {
+			entries = append(entries, late{s.key(w.ID), store.Entry{Lobby: w.ID, Version: w.Expected + 1, At: w.At.UTC().Round(0), Data: slices.Clone(effects)}})
+		}
+	}
+	window()
+	time.Sleep(200 * time.Microsecond)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range entries {
+		s.append(l.k, l.e.Lobby, l.e)
+	}
+	return errs
+}
+
 func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error {
 	if s.flaw == batchEmptyInvalid && len(ws) == 0 {
 		return []error{store.ErrInvalid}
@@ -1258,6 +1535,17 @@ func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error 
 			s.silent--
 			s.mu.Unlock()
 		}()
+	case batchSkipsRetention:
+		s.mu.Lock()
+		s.inBatch++
+		s.mu.Unlock()
+		defer func() {
+			s.mu.Lock()
+			s.inBatch--
+			s.mu.Unlock()
+		}()
+	case batchEntriesLate:
+		return s.batchEntriesLate(ctx, ws)
 	}
 	order := make([]int, len(ws))
 	for i := range order {
@@ -1288,9 +1576,21 @@ func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error 
 			errs[i] = s.writeKeepingIndex(ctx, w)
 			continue
 		}
+		var claim time.Time
+		var claimed bool
+		if s.flaw == batchKeepsClaim {
+			s.mu.Lock()
+			claim, claimed = s.claims[s.key(w.ID)]
+			s.mu.Unlock()
+		}
 		errs[i] = s.Write(ctx, w)
 		if errs[i] == nil && (s.flaw == batchAliasesData || s.flaw == batchAliasesEffects) {
 			s.alias(w)
+		}
+		if errs[i] == nil && claimed {
+			s.mu.Lock()
+			s.claims[s.key(w.ID)] = claim
+			s.mu.Unlock()
 		}
 	}
 	switch s.flaw {

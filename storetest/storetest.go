@@ -72,7 +72,11 @@
 // directory.
 //
 // The suite runs its checks one after another, never in parallel, and takes
-// a few seconds on an in-memory store. The model-based checks ask for a new
+// a few seconds on an in-memory store. Each check is bounded by
+// CheckTimeout: its calls get a context that is done then, and a check
+// that waits for its own goroutines fails saying what it waited for, so a
+// store that hangs or fails a call fails the check it is in, never the
+// whole test binary by its -timeout. The model-based checks ask for a new
 // store on each of their iterations (100 by default, set with
 // -rapid.checks), so store creation should be cheap or the store shared
 // and isolated per call by a fresh namespace.
@@ -84,6 +88,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -168,16 +173,25 @@ var checks = []check{
 	{"DeleteStale", onStore(checkDeleteStale)},
 	{"DeleteMissing", onStore(checkDeleteMissing)},
 	{"DeleteKeepsLog", onStore(checkDeleteKeepsLog)},
+	{"DeletePattern", onStore(checkDeletePattern)},
+	{"AliasingTombstone", onStore(checkAliasingTombstone)},
 	{"LogAppend", onStore(checkLogAppend)},
 	{"LogRead", onStore(checkLogRead)},
 	{"LogAtomic", onStore(checkLogAtomic)},
 	{"LogHeads", onStore(checkLogHeads)},
 	{"RetentionCount", onRetained(store.Retention{Entries: retainEntries}, checkRetentionCount)},
 	{"TrimLog", onRetained(store.Retention{Age: time.Hour}, checkTrimLog)},
+	{"TrimLogClockBack", onRetained(store.Retention{Age: time.Hour}, checkTrimLogClockBack)},
 	{"TombstoneFold", onRetained(store.Retention{Age: time.Hour}, checkTombstoneFold)},
+	{"TombstoneAt", onRetained(store.Retention{Age: time.Hour}, checkTombstoneAt)},
+	{"TombstoneKeep", onRetained(store.Retention{}, checkTombstoneKeep)},
+	{"TombstoneKeepEntries", onRetained(store.Retention{Age: time.Hour}, checkTombstoneKeepEntries)},
+	{"TombstoneKeepNoAge", onRetained(store.Retention{}, checkTombstoneKeepNoAge)},
+	{"FloorHigh", onRetained(store.Retention{Age: time.Hour}, checkFloorHigh)},
 	{"Consumers", onStore(checkConsumers)},
 	{"ConsumerRegistration", onStore(checkConsumerRegistration)},
 	{"ConsumerClaims", onStore(checkConsumerClaims)},
+	{"ConsumerCompacted", onRetained(store.Retention{Age: time.Hour}, checkConsumerCompacted)},
 	{"ConsumersConcurrent", onStore(checkConsumersConcurrent)},
 	{"ConsumersLinearizable", func(t *testing.T, e env) {
 		checkConsumersLinearizable(newHarness(t, e.newStore), e.opts.PartitionedClaims)
@@ -207,6 +221,9 @@ var checks = []check{
 	{"BatchConcurrent", onStore(checkBatchConcurrent)},
 	{"BatchSubscribe", onStore(checkBatchSubscribe)},
 	{"BatchLarge", onStore(checkBatchLarge)},
+	{"BatchAtomic", onStore(checkBatchAtomic)},
+	{"BatchReleasesClaim", onStore(checkBatchReleasesClaim)},
+	{"BatchRetention", onRetained(store.Retention{Entries: retainEntries}, checkBatchRetention)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each
@@ -255,7 +272,56 @@ func newHarness(t *testing.T, newStore func(*testing.T) store.Store) *harness {
 	if s == nil {
 		t.Fatal("newStore returned a nil store")
 	}
-	return &harness{t: t, s: s, ctx: t.Context()}
+	return &harness{t: t, s: s, ctx: checkContext(t)}
+}
+
+// CheckTimeout bounds every check of the suite. The check's calls run with
+// a context that is done then, and a check that waits for goroutines it
+// started, or for a signal from one, fails saying what it waited for
+// instead of hanging until the test binary's -timeout, which would swallow
+// what the other checks reported.
+const CheckTimeout = 2 * time.Minute
+
+// checkContext returns the context of one check: t's, done after
+// CheckTimeout.
+func checkContext(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), CheckTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// wait waits for wg, and fails the check saying it waited for what if
+// the check's time runs out first. The goroutines of wg must not use h.t:
+// they may still run when it fails.
+func (h *harness) wait(wg *sync.WaitGroup, what string) {
+	h.t.Helper()
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	h.recv(done, what)
+}
+
+// closeOnce closes ch unless it is closed already. Only the check's own
+// goroutine closes its stop channels, so checking first is safe.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// recv waits until ch is closed (or yields a value), and fails the check
+// saying it waited for what if the check's time runs out first.
+func (h *harness) recv(ch <-chan struct{}, what string) {
+	h.t.Helper()
+	select {
+	case <-ch:
+	case <-h.ctx.Done():
+		h.t.Fatalf("still waiting for %s when the check's time ran out (%v): %v", what, CheckTimeout, context.Cause(h.ctx))
+	}
 }
 
 // t0 is the suite's reference time: deadlines are built around it, and its

@@ -38,18 +38,22 @@
 //
 // # Floors
 //
-// Delete keeps a small tombstone for the ID (its floor and the deleted
-// record's data, which for a reclaimed lobby is the empty lobby: its
-// counters and last transition time) for as long as the lobby has log
-// entries, so versions never repeat and time never runs backward after a
-// lobby is created again while its log is still readable. When the last
-// entry goes (or at Delete, if there is none), the tombstone is dropped and
-// its floor raises the store-wide floor that Load reports for every ID
-// without a record or tombstone. A process that churns through unbounded
-// numbers of distinct lobby IDs therefore holds per deleted ID only what
-// the retention keeps; the price is that creating a lobby under a fresh ID
-// expects the store-wide floor, which another lobby's fold can raise (the
-// Write then fails with ErrConflict, and a new Load tells the new floor).
+// Delete keeps a small tombstone for the ID (its floor, the deleted lobby's
+// last transition time and the deleted record's data, which for a
+// reclaimed lobby is the empty lobby: its counters and blocks) for as long
+// as the lobby has log entries and, if the Deletion has a Keep, until a
+// TrimLog at or after it, so versions never repeat and time never runs
+// backward after a lobby is created again while its tombstone lasts. When
+// neither holds it any more (at Delete, if there is no entry and no Keep),
+// the tombstone is dropped and its floor and time raise the store-wide
+// floor that Load reports for every ID without a record or tombstone.
+// TrimLog finds the tombstones whose Keep has come through a heap by Keep
+// time, so it never scans for them. A process that churns through
+// unbounded numbers of distinct lobby IDs therefore holds per deleted ID
+// only what the retention and the Keep times ask for; the price is that
+// creating a lobby under a fresh ID expects the store-wide floor, which
+// another lobby's fold can raise (the Write then fails with ErrConflict,
+// and a new Load tells the new floor).
 //
 // # Durable consumers and feeds
 //

@@ -129,12 +129,18 @@ func (s *Store) LogHeads(ctx context.Context, ids []string) ([]uint64, error) {
 }
 
 // TrimLog removes up to limit log entries whose At is more than the
-// retention Age before now, oldest first, walking the index on the entry
-// time, and returns how many it removed. Lobbies whose row a write holds
-// locked at that moment are skipped (their entries go on a later call), so
-// it may remove fewer than limit although more are old enough. A tombstone
-// whose last entry goes is removed and its floor folded into the
-// store-wide floor. Without an Age bound it returns 0 at once.
+// retention Age before now, oldest first, and then the tombstones due at
+// now: those without entries whose Deletion.Keep is at or before now (Keep
+// is a bound of its own, so this happens also without an Age bound). A
+// tombstone whose last entry goes is removed with it unless its Keep is
+// after now. Removed tombstones fold their floor and At into the store-wide
+// floor. It returns the entries removed plus the tombstones removed for
+// their Keep alone, at most limit. Rows a concurrent write holds are
+// skipped, not waited for. A limit below 1 is store.ErrInvalid.
+//
+// It is one statement for the entries (if there is an Age bound) and one
+// for the Keep times, each through an index, each run again (at most three
+// more times) if PostgreSQL aborts it to break a deadlock.
 func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -142,18 +148,28 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 	if limit <= 0 {
 		return 0, fmt.Errorf("pgxstore: trim log: limit %d: %w", limit, store.ErrInvalid)
 	}
-	if s.retention.Age <= 0 {
-		return 0, nil
-	}
-	cutoff := cutoffMicros(now, s.retention.Age)
+	nowUs := now.UnixMicro()
 	var n int64
+	if s.retention.Age > 0 {
+		cutoff := cutoffMicros(now, s.retention.Age)
+		err := retryDeadlock(ctx, func() error {
+			return s.pool.QueryRow(ctx, s.q.trimLog, cutoff, limit, nowUs).Scan(&n)
+		})
+		if err != nil {
+			return 0, s.fail(ctx, "trim log", "", err)
+		}
+	}
+	if int(n) >= limit {
+		return int(n), nil
+	}
+	var kept int64
 	err := retryDeadlock(ctx, func() error {
-		return s.pool.QueryRow(ctx, s.q.trimLog, cutoff, limit).Scan(&n)
+		return s.pool.QueryRow(ctx, s.q.trimKept, nowUs, limit-int(n)).Scan(&kept)
 	})
 	if err != nil {
-		return 0, s.fail(ctx, "trim log", "", err)
+		return int(n), s.fail(ctx, "trim log", "", err)
 	}
-	return int(n), nil
+	return int(n + kept), nil
 }
 
 // cutoffMicros is now-age in Unix microseconds, saturating at the ends of

@@ -65,6 +65,19 @@ ALTER TABLE %[1]s.lobbies
 	-- number of log entries the lobby has
 	ADD COLUMN IF NOT EXISTS log_count bigint NOT NULL DEFAULT 0;
 
+-- Added with Deletion.At and Deletion.Keep (existing rows get NULL, which
+-- a tombstone reports as the zero time and no Keep).
+ALTER TABLE %[1]s.lobbies
+	-- in a tombstone: Deletion.At, Unix microseconds
+	ADD COLUMN IF NOT EXISTS tomb_at    bigint,
+	-- in a tombstone: Deletion.Keep rounded up to the microsecond, Unix
+	-- microseconds; NULL when it has none left to wait for
+	ADD COLUMN IF NOT EXISTS keep_until bigint;
+
+-- TrimLog finds the tombstones whose Keep has come through it.
+CREATE INDEX IF NOT EXISTS lobbies_keep ON %[1]s.lobbies (keep_until, id)
+	WHERE deleted AND keep_until IS NOT NULL;
+
 -- The due index: Due and Claim walk it in (deadline, id) order.
 CREATE INDEX IF NOT EXISTS lobbies_due ON %[1]s.lobbies (deadline, id)
 	WHERE deadline IS NOT NULL;
@@ -78,6 +91,9 @@ CREATE TABLE IF NOT EXISTS %[1]s.store_floor (
 );
 INSERT INTO %[1]s.store_floor (version) VALUES (-9223372036854775808)
 	ON CONFLICT DO NOTHING;
+-- The latest At of a removed tombstone, Unix microseconds; NULL while none
+-- had one.
+ALTER TABLE %[1]s.store_floor ADD COLUMN IF NOT EXISTS at bigint;
 
 -- The effects log: one row per entry, at the position of the version the
 -- write created.
@@ -91,6 +107,15 @@ CREATE TABLE IF NOT EXISTS %[1]s.log (
 
 -- TrimLog walks the log oldest first.
 CREATE INDEX IF NOT EXISTS log_age ON %[1]s.log (at);
+
+-- Added with age keys: an entry is as old as the latest at of it and of
+-- every earlier entry of its lobby, so that trimming by age removes a
+-- prefix of a lobby's log even when a writer's clock went back. Entries of
+-- earlier releases have NULL and count by their own at. TrimLog walks
+-- log_age_key; log_age is what processes of earlier releases walk, and can
+-- be dropped once none runs.
+ALTER TABLE %[1]s.log ADD COLUMN IF NOT EXISTS age_key bigint;
+CREATE INDEX IF NOT EXISTS log_age_key ON %[1]s.log ((coalesce(age_key, at)), lobby, version);
 
 -- Durable consumers, by name.
 CREATE TABLE IF NOT EXISTS %[1]s.consumers (
@@ -163,7 +188,10 @@ BEGIN
 	IF NOT p_effects THEN
 		RETURN true;
 	END IF;
-	INSERT INTO %[1]s.log (lobby, version, at, data) VALUES (p_id, p_pos, p_at, p_entry);
+	INSERT INTO %[1]s.log (lobby, version, at, age_key, data)
+	VALUES (p_id, p_pos, p_at, greatest(p_at, (
+		SELECT coalesce(g.age_key, g.at) FROM %[1]s.log AS g
+		WHERE g.lobby = p_id ORDER BY g.version DESC LIMIT 1)), p_entry);
 	IF p_keep > 0 AND v_count > p_keep THEN
 		WITH d AS (
 			DELETE FROM %[1]s.log
@@ -188,11 +216,15 @@ BEGIN
 END
 $fn$;
 
--- Delete: a tombstone while the lobby has log entries, else no row and the
--- floor folded into store_floor. Returns 'd' (deleted), 'n' (no record) or
--- 'c' (version conflict).
+-- Delete: a tombstone while the lobby has log entries or a Keep, else no
+-- row and the floor and At folded into store_floor. Returns 'd' (deleted,
+-- tombstone left), 'f' (deleted and folded), 'n' (no record) or 'c'
+-- (version conflict). The function of earlier releases took four
+-- arguments; it is dropped so that no process keeps deleting without At.
+DROP FUNCTION IF EXISTS %[1]s.delete(bytea, bigint, bigint, bigint);
 CREATE OR REPLACE FUNCTION %[1]s.delete(
-	p_id bytea, p_expected bigint, p_floor bigint, p_floor_ordered bigint)
+	p_id bytea, p_expected bigint, p_floor bigint, p_floor_ordered bigint,
+	p_at bigint, p_keep bigint)
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
 	v_version bigint;
@@ -205,18 +237,20 @@ BEGIN
 		RETURN 'n';
 	ELSIF v_version <> p_expected THEN
 		RETURN 'c';
-	ELSIF v_count > 0 THEN
+	ELSIF v_count > 0 OR p_keep IS NOT NULL THEN
 		UPDATE %[1]s.lobbies
-		SET version = p_floor, deleted = true, deadline = NULL, claimed_until = NULL
+		SET version = p_floor, deleted = true, deadline = NULL, claimed_until = NULL,
+			tomb_at = p_at, keep_until = p_keep
 		WHERE id = p_id;
-	ELSE
-		DELETE FROM %[1]s.lobbies WHERE id = p_id;
-		UPDATE %[1]s.store_floor SET version = greatest(version, p_floor_ordered);
-		DELETE FROM %[1]s.cursors AS c USING %[1]s.consumers AS k
-		WHERE c.name = k.name AND c.lobby = p_id
-			AND c.head <= c.after AND c.after <= p_floor_ordered;
+		RETURN 'd';
 	END IF;
-	RETURN 'd';
+	DELETE FROM %[1]s.lobbies WHERE id = p_id;
+	UPDATE %[1]s.store_floor
+	SET version = greatest(version, p_floor_ordered), at = greatest(at, p_at);
+	DELETE FROM %[1]s.cursors AS c USING %[1]s.consumers AS k
+	WHERE c.name = k.name AND c.lobby = p_id
+		AND c.head <= c.after AND c.after <= p_floor_ordered;
+	RETURN 'f';
 END
 $fn$;
 `
@@ -266,6 +300,7 @@ type queries struct {
 	updateOrWrite               string
 	due, claim                  string
 	readLog, logHeads, trimLog  string
+	trimKept                    string
 	isConsumer, register        string
 	consumerLock                string
 	claimLog                    string
@@ -276,7 +311,7 @@ func buildQueries(schema string) queries {
 	r := strings.NewReplacer("_S_.", quoteIdent(schema)+".")
 	q := queries{
 		// The floor comes along, for an ID without a row.
-		load: `SELECT l.version, l.deleted, l.data, l.deadline, f.version
+		load: `SELECT l.version, l.deleted, l.data, l.deadline, l.tomb_at, f.version, f.at
 FROM _S_.store_floor AS f LEFT JOIN _S_.lobbies AS l ON l.id = $1`,
 
 		// The heartbeat path (a write without a log entry whose row
@@ -306,7 +341,7 @@ WHERE id = $1 AND version = $2`,
 SELECT coalesce((SELECT ok FROM u),
 	_S_.write($1, $2, $3, $6, $7, $4, $5, false, 0, ''::bytea, 0, ''::text, ''::text))`,
 
-		delete: `SELECT _S_.delete($1, $2, $3, $4)`,
+		delete: `SELECT _S_.delete($1, $2, $3, $4, $5, $6)`,
 
 		// $1 now, $2 limit.
 		due: `SELECT id, deadline FROM _S_.lobbies WHERE deadline <= $1 ORDER BY deadline, id LIMIT $2`,
@@ -336,15 +371,18 @@ SELECT false, NULL, NULL, e.version, e.at, e.data FROM (
 		logHeads: `SELECT (SELECT max(g.version) FROM _S_.log AS g WHERE g.lobby = x.id)
 FROM unnest($1::bytea[]) WITH ORDINALITY AS x(id, i) ORDER BY x.i`,
 
-		// Age retention. The oldest entries first (log_age), then their
+		// Age retention. The oldest entries first by age key (log_age_key), then their
 		// lobbies' rows are locked, skipping rows a write holds, so the
 		// counts, trim markers and tombstone removals agree with what the
 		// DELETE really removed. A removed tombstone takes the cursors
-		// with nothing to do along. $1 cutoff (Unix microseconds), $2 limit.
+		// with nothing to do along; a tombstone whose Keep is after now
+		// stays, without entries, for trimKept to remove. $1 cutoff (Unix
+		// microseconds), $2 limit, $3 now (Unix microseconds).
 		trimLog: `WITH cand AS (
-	SELECT lobby, version FROM _S_.log WHERE at < $1 ORDER BY at LIMIT $2),
+	SELECT lobby, version FROM _S_.log WHERE coalesce(age_key, at) < $1
+	ORDER BY coalesce(age_key, at), lobby, version LIMIT $2),
 lk AS (
-	SELECT id, version, deleted, log_count FROM _S_.lobbies
+	SELECT id, version, deleted, log_count, tomb_at, keep_until FROM _S_.lobbies
 	WHERE id IN (SELECT lobby FROM cand)
 	ORDER BY id
 	FOR UPDATE SKIP LOCKED),
@@ -353,25 +391,56 @@ del AS (
 	WHERE g.lobby = cand.lobby AND g.version = cand.version AND lk.id = cand.lobby
 	RETURNING g.lobby, g.version),
 agg AS (
-	SELECT lk.id, lk.version, lk.deleted, lk.log_count - count(*) AS remaining, max(del.version) AS top
+	SELECT lk.id, lk.version, lk.tomb_at, lk.log_count - count(*) AS remaining, max(del.version) AS top,
+		lk.deleted AND lk.log_count = count(*) AND coalesce(lk.keep_until <= $3, true) AS fold
 	FROM del JOIN lk ON lk.id = del.lobby
-	GROUP BY lk.id, lk.version, lk.deleted, lk.log_count),
+	GROUP BY lk.id, lk.version, lk.deleted, lk.log_count, lk.tomb_at, lk.keep_until),
 upd AS (
 	UPDATE _S_.lobbies AS l SET log_count = agg.remaining, trimmed = greatest(l.trimmed, agg.top)
-	FROM agg WHERE l.id = agg.id AND NOT (agg.deleted AND agg.remaining = 0)),
+	FROM agg WHERE l.id = agg.id AND NOT agg.fold),
 gone AS (
 	DELETE FROM _S_.lobbies AS l USING agg
-	WHERE l.id = agg.id AND agg.deleted AND agg.remaining = 0
-	RETURNING agg.id, agg.version # '-9223372036854775808'::bigint AS floor),
+	WHERE l.id = agg.id AND agg.fold
+	RETURNING agg.id, agg.version # '-9223372036854775808'::bigint AS floor, agg.tomb_at),
 fold AS (
 	UPDATE _S_.store_floor
-	SET version = greatest(version, (SELECT max(floor) FROM gone))
+	SET version = greatest(version, (SELECT max(floor) FROM gone)),
+		at = greatest(at, (SELECT max(tomb_at) FROM gone))
 	WHERE EXISTS (SELECT FROM gone)),
 idle AS (
 	DELETE FROM _S_.cursors AS c USING gone, _S_.consumers AS k
 	WHERE c.name = k.name AND c.lobby = gone.id
 		AND c.head <= c.after AND c.after <= gone.floor)
 SELECT count(*) FROM del`,
+
+		// Tombstones whose Keep has come: one without entries goes (up to
+		// $2 of them, counted), one that still has entries forgets its
+		// Keep and goes with its last entry (not counted: each Keep is
+		// forgotten once, so this costs what the Deletes with a Keep did).
+		// The two sets are disjoint, so no row is changed twice. $1 now
+		// (Unix microseconds), $2 limit.
+		trimKept: `WITH clear AS (
+	UPDATE _S_.lobbies SET keep_until = NULL
+	WHERE deleted AND keep_until <= $1 AND log_count > 0),
+cand AS (
+	SELECT id, version, tomb_at FROM _S_.lobbies
+	WHERE deleted AND keep_until <= $1 AND log_count = 0
+	ORDER BY keep_until, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED),
+gone AS (
+	DELETE FROM _S_.lobbies AS l USING cand WHERE l.id = cand.id
+	RETURNING cand.id, cand.version # '-9223372036854775808'::bigint AS floor, cand.tomb_at),
+fold AS (
+	UPDATE _S_.store_floor
+	SET version = greatest(version, (SELECT max(floor) FROM gone)),
+		at = greatest(at, (SELECT max(tomb_at) FROM gone))
+	WHERE EXISTS (SELECT FROM gone)),
+idle AS (
+	DELETE FROM _S_.cursors AS c USING gone, _S_.consumers AS k
+	WHERE c.name = k.name AND c.lobby = gone.id
+		AND c.head <= c.after AND c.after <= gone.floor)
+SELECT count(*) FROM gone`,
 
 		// $1 name.
 		isConsumer: `SELECT EXISTS (SELECT FROM _S_.consumers WHERE name = $1)`,
@@ -420,7 +489,7 @@ WHERE name = $1 AND lobby = $2`,
 	}
 	for _, p := range []*string{
 		&q.load, &q.update, &q.write, &q.updateOrWrite, &q.delete, &q.due, &q.claim,
-		&q.readLog, &q.logHeads, &q.trimLog, &q.isConsumer, &q.register, &q.consumerLock,
+		&q.readLog, &q.logHeads, &q.trimLog, &q.trimKept, &q.isConsumer, &q.register, &q.consumerLock,
 		&q.claimLog, &q.commitLog,
 	} {
 		*p = r.Replace(*p)

@@ -156,11 +156,12 @@ func (s *Store) Schema() string { return s.schema }
 func (s *Store) Retention() store.Retention { return s.retention }
 
 // Load returns the lobby's record. If there is none, it returns
-// store.ErrNotFound with a Record holding the ID and the floor: the
-// tombstone's version and the deleted record's data while the tombstone
-// lasts, else the store-wide floor. It is one statement. An empty id is
-// store.ErrInvalid. Data is a fresh slice owned by the caller; nil when the
-// record was written with nil Data.
+// store.ErrNotFound with a Record holding the ID, the floor and At: the
+// tombstone's version, Deletion.At and the deleted record's data while the
+// tombstone lasts, else the store-wide floor and the latest At folded into
+// it. At is kept to the microsecond; a live record's At is the zero time.
+// It is one statement. An empty id is store.ErrInvalid. Data is a fresh
+// slice owned by the caller; nil when the record was written with nil Data.
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 	if err := ctx.Err(); err != nil {
 		return store.Record{}, err
@@ -173,16 +174,18 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		deleted  pgtype.Bool
 		data     []byte
 		deadline pgtype.Int8
+		tombAt   pgtype.Int8
 		floor    int64
+		floorAt  pgtype.Int8
 	)
-	err := s.pool.QueryRow(ctx, s.q.load, []byte(id)).Scan(&version, &deleted, &data, &deadline, &floor)
+	err := s.pool.QueryRow(ctx, s.q.load, []byte(id)).Scan(&version, &deleted, &data, &deadline, &tombAt, &floor, &floorAt)
 	switch {
 	case err != nil:
 		return store.Record{}, s.fail(ctx, "load", id, err)
 	case !version.Valid:
-		return store.Record{ID: id, Version: fromOrdered(floor)}, store.ErrNotFound
+		return store.Record{ID: id, Version: fromOrdered(floor), At: fromMicros(floorAt)}, store.ErrNotFound
 	case deleted.Bool:
-		return store.Record{ID: id, Version: uint64(version.Int64), Data: data}, store.ErrNotFound
+		return store.Record{ID: id, Version: uint64(version.Int64), Data: data, At: fromMicros(tombAt)}, store.ErrNotFound
 	}
 	return store.Record{
 		ID:       id,
@@ -190,6 +193,28 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		Data:     data,
 		Deadline: fromNanos(deadline),
 	}, nil
+}
+
+// fromMicros decodes a column of Unix microseconds: the zero time for NULL,
+// else the instant in UTC.
+func fromMicros(v pgtype.Int8) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(v.Int64).UTC()
+}
+
+// keepMicros encodes Deletion.Keep: NULL for none, else Unix microseconds
+// rounded up, so that no TrimLog before Keep finds it due.
+func keepMicros(t time.Time) pgtype.Int8 {
+	if t.IsZero() {
+		return pgtype.Int8{}
+	}
+	us := t.UnixMicro()
+	if time.UnixMicro(us).Before(t) {
+		us++
+	}
+	return pgtype.Int8{Int64: us, Valid: true}
 }
 
 // Write stores w if the lobby's version (its floor when it has no record)
@@ -250,38 +275,39 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	return nil
 }
 
-// Delete removes the lobby's record if its version equals expected. While
-// the lobby has log entries it keeps a tombstone (the floor
-// max(expected, floor) and the record's data); without any it removes the
-// row and raises the store-wide floor to that value. It returns
+// Delete removes the lobby's record if its version equals d.Expected.
+// While the lobby has log entries, or d.Keep is set, it keeps a tombstone:
+// the floor max(d.Expected, d.Floor), d.At, d.Keep (rounded up to the
+// microsecond) and the record's data. Otherwise it removes the row and
+// raises the store-wide floor and At to the tombstone's. It returns
 // store.ErrNotFound if the lobby has no record, store.ErrConflict if its
 // version differs, store.ErrInvalid for an empty id; in all three cases it
 // changes nothing. It is one round trip, run again (at most three more
 // times) if PostgreSQL aborts it to break a deadlock with a
 // [Store.WriteBatch], which rolls it back.
 func (s *Store) Delete(ctx context.Context, d store.Deletion) error {
-	id, expected, floor := d.ID, d.Expected, d.Floor
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := validKey("delete", "lobby ID", id); err != nil {
+	if err := validKey("delete", "lobby ID", d.ID); err != nil {
 		return err
 	}
-	tomb := max(expected, floor)
+	tomb := max(d.Expected, d.Floor)
 	var outcome string
 	err := retryDeadlock(ctx, func() error {
-		return s.pool.QueryRow(ctx, s.q.delete, []byte(id), int64(expected), int64(tomb), toOrdered(tomb)).Scan(&outcome)
+		return s.pool.QueryRow(ctx, s.q.delete, []byte(d.ID), int64(d.Expected), int64(tomb), toOrdered(tomb),
+			d.At.UnixMicro(), keepMicros(d.Keep)).Scan(&outcome)
 	})
 	if err != nil {
-		return s.fail(ctx, "delete", id, err)
+		return s.fail(ctx, "delete", d.ID, err)
 	}
 	switch outcome {
-	case "d":
+	case "d", "f":
 		return nil
 	case "n":
-		return fmt.Errorf("pgxstore: delete %q: %w", id, store.ErrNotFound)
+		return fmt.Errorf("pgxstore: delete %q: %w", d.ID, store.ErrNotFound)
 	default:
-		return fmt.Errorf("pgxstore: delete %q: version is not %d: %w", id, expected, store.ErrConflict)
+		return fmt.Errorf("pgxstore: delete %q: version is not %d: %w", d.ID, d.Expected, store.ErrConflict)
 	}
 }
 

@@ -18,15 +18,26 @@ import (
 //	              tombstone), t (deadline key, absent when none),
 //	              c (claimed-until key of a due claim), f (in a tombstone:
 //	              the deleted record's data), x (the highest log position
-//	              trimmed, absent while none was)
+//	              trimmed, absent while none was), a (in a tombstone: the
+//	              deadline key of Deletion.At), k (in a tombstone: the
+//	              deadline key of Deletion.Keep, absent without one or once
+//	              it came while the log still had entries), g (the age key
+//	              of the newest entry appended, which the next one's is
+//	              at least)
 //	{P:k}:l:L     stream, the lobby's effects log: entry ID "<position>-0",
-//	              fields a (deadline key of Write.At) and d (the entry)
+//	              fields a (deadline key of Write.At), g (the age key: the
+//	              latest of a and the previous entry's g, as a deadline
+//	              key) and d (the entry)
 //	{P:k}:due     sorted set, every score 0, members deadlineKey+L, so that
 //	              byte order of members is (deadline, ID) order
-//	{P:k}:age     sorted set, every score 0, members deadlineKey(At) +
-//	              20-digit position + L: every log entry of the shard by age
+//	{P:k}:age     sorted set, every score 0, members age key + 20-digit
+//	              position + L: every log entry of the shard by age
 //	{P:k}:floor   string, the shard's floor: the highest floor of a
 //	              tombstone that went away (absent while none did)
+//	{P:k}:floorat string, the deadline key of the latest At of a tombstone
+//	              that went away (absent while none did)
+//	{P:k}:keep    sorted set, every score 0, members deadlineKey(Keep)+L:
+//	              the tombstones of the shard with a Keep, by Keep
 //	{P:k}:names   set, the registered consumer names
 //	{P:k}:c:N     hash per consumer name N, L -> "<cursor>", or
 //	              "<cursor> <queue key>" while L is queued, for every lobby
@@ -96,25 +107,29 @@ func parseDeadlineKey(k string) (time.Time, bool) {
 
 // shard is the key names of one shard.
 type shard struct {
-	tag   string // "{P:k}:", which every key of the shard starts with
-	rec   string // record key prefix: append the lobby ID
-	log   string // log key prefix: append the lobby ID
-	due   string
-	age   string
-	floor string
-	names string
+	tag     string // "{P:k}:", which every key of the shard starts with
+	rec     string // record key prefix: append the lobby ID
+	log     string // log key prefix: append the lobby ID
+	due     string
+	age     string
+	floor   string
+	floorAt string
+	keep    string
+	names   string
 }
 
 func newShard(prefix string, k int) shard {
 	tag := "{" + prefix + ":" + strconv.Itoa(k) + "}:"
 	return shard{
-		tag:   tag,
-		rec:   tag + "r:",
-		log:   tag + "l:",
-		due:   tag + "due",
-		age:   tag + "age",
-		floor: tag + "floor",
-		names: tag + "names",
+		tag:     tag,
+		rec:     tag + "r:",
+		log:     tag + "l:",
+		due:     tag + "due",
+		age:     tag + "age",
+		floor:   tag + "floor",
+		floorAt: tag + "floorat",
+		keep:    tag + "keep",
+		names:   tag + "names",
 	}
 }
 

@@ -149,19 +149,25 @@ func (s *Store) LogHeads(ctx context.Context, ids []string) ([]uint64, error) {
 }
 
 // TrimLog removes up to limit log entries whose time is before now minus
-// the retention Age, oldest first over all shards, and returns how many it
-// removed; with no Age bound it removes nothing. An entry goes together
-// with the earlier entries of its lobby (a log stays one run of
+// the retention Age, oldest first over all shards, and then the tombstones
+// whose Deletion.Keep is at or before now and whose log is empty, earliest
+// Keep first; it returns how many entries and tombstones it removed, at most
+// limit. It looks at Keep times also without an Age bound. An entry goes
+// together with the earlier entries of its lobby (a log stays one run of
 // positions), which count against limit too. A tombstone whose last entry
-// goes is removed and its floor folded into the shard floor. A limit below
-// 1 is store.ErrInvalid.
+// goes is removed unless its Keep is after now; a tombstone whose Keep came
+// while it still has entries forgets its Keep (not counted) and goes with
+// its last entry. Removed tombstones fold their floor and At into the shard
+// floor, and then into every other shard's. A limit below 1 is
+// store.ErrInvalid.
 //
 // With one shard it is one script. With several, it first reads the
 // oldest limit members of every shard's age index, keeps the oldest limit
 // overall, and then trims up to those in one script per shard, pipelined;
 // if that removed fewer than limit, it looks again, until a look finds
-// nothing to remove. Either way it reads only what it removes, plus at most
-// limit index members per shard and look.
+// nothing to remove; the keep index goes the same way after. Either way it
+// reads only what it removes, plus at most limit index members per shard
+// and look.
 func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
@@ -169,15 +175,18 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 	if limit <= 0 {
 		return 0, fmt.Errorf("redisstore: %w: trim log with limit %d", store.ErrInvalid, limit)
 	}
-	if s.retention.Age <= 0 {
-		return 0, nil
+	var bound string
+	if s.retention.Age > 0 {
+		bound = "(" + deadlineKey(now.Add(-s.retention.Age))
 	}
-	bound := "(" + deadlineKey(now.Add(-s.retention.Age))
-	args := []string{"scan", bound, strconv.Itoa(limit), ""}
+	nowKey, keepBound := deadlineKey(now), "+"
+	if k, ok := afterKey(now); ok {
+		keepBound = "(" + k
+	}
 	if len(s.shards) == 1 {
 		sh := &s.shards[0]
-		args[3] = sh.tag
-		n, _, err := trimResult(s.trim.exec(ctx, s.c, []string{sh.age, sh.floor, sh.names}, args))
+		args := []string{"scan", bound, strconv.Itoa(limit), sh.tag, nowKey, keepBound}
+		n, _, _, err := trimResult(s.trim.exec(ctx, s.c, s.trimKeys(sh), args))
 		if err != nil {
 			return 0, fmt.Errorf("redisstore: trim log: %w", err)
 		}
@@ -189,26 +198,53 @@ func (s *Store) TrimLog(ctx context.Context, now time.Time, limit int) (int, err
 	// lobby used the budget, or another TrimLog took a pick. Then the next
 	// round looks again, as long as rounds make progress.
 	total := 0
-	for total < limit {
-		n, err := s.trimRound(ctx, bound, limit-total)
+	for bound != "" && total < limit {
+		n, err := s.trimRound(ctx, s.shardAge, "ids", bound, nowKey, keepBound, limit-total)
+		if n <= 0 {
+			if err != nil {
+				return total, err
+			}
+			break
+		}
 		total += n
 		if err != nil {
 			return total, err
 		}
-		if n == 0 {
+	}
+	// A round over the keep indexes removes every member it picked, also
+	// those it does not count (a Keep that came while the log had
+	// entries, or one left by a lobby written since), so rounds go on
+	// until a look finds no member at all.
+	for total < limit {
+		n, err := s.trimRound(ctx, s.shardKeep, "keepids", keepBound, nowKey, keepBound, limit-total)
+		if n < 0 {
 			break
+		}
+		total += n
+		if err != nil {
+			return total, err
 		}
 	}
 	return total, nil
 }
 
+// trimKeys are the keys of the trim script for shard sh.
+func (s *Store) trimKeys(sh *shard) []string {
+	return []string{sh.age, sh.floor, sh.names, sh.floorAt, sh.keep}
+}
+
+func (s *Store) shardAge(k int) string  { return s.shards[k].age }
+func (s *Store) shardKeep(k int) string { return s.shards[k].keep }
+
 // trimRound is one round of TrimLog with several shards: it reads the
-// oldest limit members of every shard's age index, keeps the oldest limit
-// overall, and trims up to them, one script per shard, pipelined.
-func (s *Store) trimRound(ctx context.Context, bound string, limit int) (int, error) {
+// first limit members up to bound of every shard's index (index(k): the
+// age or the keep index), keeps the first limit overall, and runs the trim
+// script in mode on them, one script per shard, pipelined. It returns how
+// many entries and tombstones it removed, or -1 if it found no member.
+func (s *Store) trimRound(ctx context.Context, index func(int) string, mode, bound, nowKey, keepBound string, limit int) (int, error) {
 	cmds := make(rueidis.Commands, len(s.shards))
 	for k := range s.shards {
-		cmds[k] = s.c.B().Zrangebylex().Key(s.shards[k].age).Min("-").Max(bound).Limit(0, int64(limit)).Build()
+		cmds[k] = s.c.B().Zrangebylex().Key(index(k)).Min("-").Max(bound).Limit(0, int64(limit)).Build()
 	}
 	type pick struct {
 		member string
@@ -221,18 +257,21 @@ func (s *Store) trimRound(ctx context.Context, bound string, limit int) (int, er
 			return 0, fmt.Errorf("redisstore: trim log: %w", err)
 		}
 		for _, m := range ms {
-			if _, _, ok := parseAgeMember(m); !ok {
-				return 0, fmt.Errorf("%w: age index member %q", ErrCorrupt, m)
+			ok := len(m) > deadlineKeyLen
+			if mode == "ids" {
+				_, _, ok = parseAgeMember(m)
+			}
+			if !ok {
+				return 0, fmt.Errorf("%w: %s member %q", ErrCorrupt, index(k), m)
 			}
 			picks = append(picks, pick{m, k})
 		}
 	}
 	if len(picks) == 0 {
-		return 0, nil
+		return -1, nil
 	}
-	// The first deadlineKeyLen+posLen bytes order members: time, then
-	// position. Ties on both (entries of different lobbies at the same
-	// time and position) go by ID.
+	// Members are ordered by their leading key (time, then for the age
+	// index the position); ties go by ID.
 	slices.SortFunc(picks, func(a, b pick) int { return strings.Compare(a.member, b.member) })
 	picks = picks[:min(len(picks), limit)]
 	byShard := make(map[int][]string)
@@ -246,54 +285,64 @@ func (s *Store) trimRound(ctx context.Context, bound string, limit int) (int, er
 	multi := make([]rueidis.LuaExec, 0, len(order))
 	for _, k := range order {
 		ms := byShard[k]
-		a := append([]string{"ids", bound, strconv.Itoa(len(ms)), s.shards[k].tag}, ms...)
-		multi = append(multi, rueidis.LuaExec{Keys: []string{s.shards[k].age, s.shards[k].floor, s.shards[k].names}, Args: a})
+		age := ""
+		if mode == "ids" {
+			age = bound
+		}
+		a := append([]string{mode, age, strconv.Itoa(len(ms)), s.shards[k].tag, nowKey, keepBound}, ms...)
+		multi = append(multi, rueidis.LuaExec{Keys: s.trimKeys(&s.shards[k]), Args: a})
 	}
 	total := 0
 	var folded uint64
+	var foldedAt string
 	for _, r := range s.trim.execMulti(ctx, s.c, multi) {
-		n, f, err := trimResult(r)
+		n, f, at, err := trimResult(r)
 		if err != nil {
 			return total, fmt.Errorf("redisstore: trim log: %w", err)
 		}
 		total += n
 		folded = max(folded, f)
+		foldedAt = max(foldedAt, at)
 	}
-	if folded > 0 {
-		if err := s.raiseFloors(ctx, folded, -1); err != nil {
+	if folded > 0 || foldedAt != "" {
+		if err := s.raiseFloors(ctx, folded, foldedAt, -1); err != nil {
 			return total, fmt.Errorf("redisstore: trim log: %w", err)
 		}
 	}
 	return total, nil
 }
 
-// trimResult reads the trim script's reply: entries removed and the
-// highest floor folded (0 for none).
-func trimResult(r rueidis.RedisResult) (int, uint64, error) {
+// trimResult reads the trim script's reply: entries and tombstones
+// removed, the highest floor folded (0 for none) and the latest At key
+// folded ("" for none).
+func trimResult(r rueidis.RedisResult) (int, uint64, string, error) {
 	vals, err := r.ToArray()
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, "", err
 	}
-	if len(vals) != 2 {
-		return 0, 0, fmt.Errorf("%w: trim reply of %d values", ErrCorrupt, len(vals))
+	if len(vals) != 3 {
+		return 0, 0, "", fmt.Errorf("%w: trim reply of %d values", ErrCorrupt, len(vals))
 	}
 	n, err1 := vals[0].AsInt64()
 	f, err2 := vals[1].ToString()
 	folded, err3 := strconv.ParseUint(f, 10, 64)
-	if err1 != nil || err2 != nil || err3 != nil {
-		return 0, 0, fmt.Errorf("%w: trim reply %v", ErrCorrupt, vals)
+	at, err4 := vals[2].ToString()
+	if err1 != nil || err2 != nil || err3 != nil || err4 != nil {
+		return 0, 0, "", fmt.Errorf("%w: trim reply %v", ErrCorrupt, vals)
 	}
-	return int(n), folded, nil
+	return int(n), folded, at, nil
 }
 
-// raiseFloors copies a floor folded in shard k into every other shard's
-// floor (every shard's, if k is -1), in one pipelined round trip. The floor that keeps an ID's
-// versions from repeating is its own shard's, which the folding script
-// raised atomically; this makes every shard report the store-wide floor,
-// as Load must for IDs without a record or tombstone. Until it is done (or
-// if it fails) other shards report a lower floor for a moment: that
-// repeats no version, since the folded lobby lives in shard k only.
-func (s *Store) raiseFloors(ctx context.Context, floor uint64, k int) error {
+// raiseFloors copies a floor and At key folded in shard k into every other
+// shard's floor and floor time (every shard's, if k is -1), in one
+// pipelined round trip. The floor and time that keep an ID's versions from
+// repeating and its clock from going back are its own shard's, which the
+// folding script raised atomically; this makes every shard report the
+// store-wide floor and time, as Load must for IDs without a record or
+// tombstone. Until it is done (or if it fails) other shards report a lower
+// floor or an earlier time for a moment: that repeats no version and turns
+// no clock back, since the folded lobby lives in shard k only.
+func (s *Store) raiseFloors(ctx context.Context, floor uint64, at string, k int) error {
 	if len(s.shards) == 1 {
 		return nil
 	}
@@ -301,7 +350,7 @@ func (s *Store) raiseFloors(ctx context.Context, floor uint64, k int) error {
 	multi := make([]rueidis.LuaExec, 0, len(s.shards)-1)
 	for j := range s.shards {
 		if j != k {
-			multi = append(multi, rueidis.LuaExec{Keys: []string{s.shards[j].floor}, Args: []string{f}})
+			multi = append(multi, rueidis.LuaExec{Keys: []string{s.shards[j].floor, s.shards[j].floorAt}, Args: []string{f, at}})
 		}
 	}
 	for _, r := range s.raiseFloor.execMulti(ctx, s.c, multi) {

@@ -230,12 +230,19 @@ func testAgeRetention(t *testing.T, newStore storeFactory) {
 		}
 	}
 
-	// An entry older than a later one of its lobby goes with it.
+	// An entry whose At went back is as old as the later one before it:
+	// it stays with it, and goes with it.
 	mustWrite(t, s, store.Write{ID: "mixed", At: t0.Add(time.Hour), Effects: []byte("1")})
 	mustWrite(t, s, store.Write{ID: "mixed", Expected: 1, At: t0, Effects: []byte("2")})
-	mustWrite(t, s, store.Write{ID: "mixed", Expected: 2, At: t0.Add(time.Hour), Effects: []byte("3")})
-	if n, err := s.TrimLog(t.Context(), t0.Add(time.Hour), 100); err != nil || n != 2 {
-		t.Fatalf("TrimLog of mixed = %d, %v; want 2", n, err)
+	mustWrite(t, s, store.Write{ID: "mixed", Expected: 2, At: t0.Add(2 * time.Hour), Effects: []byte("3")})
+	if n, err := s.TrimLog(t.Context(), t0.Add(time.Hour), 100); err != nil || n != 0 {
+		t.Fatalf("TrimLog of mixed at the time of its first entry = %d, %v; want 0", n, err)
+	}
+	if got := readLog(t, s, "mixed", 0, 10); len(got) != 3 {
+		t.Errorf("mixed after trimming nothing = %v, want all three entries", got)
+	}
+	if n, err := s.TrimLog(t.Context(), t0.Add(time.Hour+2*time.Minute), 100); err != nil || n != 2 {
+		t.Fatalf("TrimLog of mixed once its first entry is old = %d, %v; want 2", n, err)
 	}
 	wantCompacted(t, s, "mixed", 0, 2)
 	if got := readLog(t, s, "mixed", 2, 10); len(got) != 1 || got[0].Version != 3 {

@@ -194,8 +194,10 @@ var errEmptyID = fmt.Errorf("redisstore: %w: empty lobby ID", store.ErrInvalid)
 // Load returns the lobby's record; its Data is a new slice the caller owns,
 // nil when the stored data is empty, and its Deadline is in UTC. If the
 // lobby has no record it returns store.ErrNotFound with a Record holding
-// the ID, its floor (the tombstone's, else the shard's, 0 if no lobby of the
-// shard was ever folded) and, while a tombstone lasts, the deleted data. An
+// the ID, its floor and At (the tombstone's, else the shard's: 0 and the
+// zero time if no lobby of the shard was ever folded) and, while a
+// tombstone lasts, the deleted data. At is exact to the nanosecond, in UTC;
+// a live record's At is the zero time. An
 // empty ID is store.ErrInvalid. Server and network failures are returned
 // wrapped. It is one read-only script (EVALSHA_RO).
 func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
@@ -206,11 +208,11 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		return store.Record{}, errEmptyID
 	}
 	sh := s.shardOf(id)
-	vals, err := s.load.exec(ctx, s.c, []string{sh.rec + id, sh.floor}, nil).ToArray()
+	vals, err := s.load.exec(ctx, s.c, []string{sh.rec + id, sh.floor, sh.floorAt}, nil).ToArray()
 	if err != nil {
 		return store.Record{}, fmt.Errorf("redisstore: load %q: %w", id, err)
 	}
-	if len(vals) != 4 {
+	if len(vals) != 5 {
 		return store.Record{}, fmt.Errorf("%w: load %q: %d values", ErrCorrupt, id, len(vals))
 	}
 	v, _ := vals[0].ToString()
@@ -222,6 +224,14 @@ func (s *Store) Load(ctx context.Context, id string) (store.Record, error) {
 		rec := store.Record{ID: id, Version: version}
 		if f, _ := vals[3].ToString(); f != "" {
 			rec.Data = []byte(f)
+		}
+		if !vals[4].IsNil() {
+			k, _ := vals[4].ToString()
+			t, ok := parseDeadlineKey(k)
+			if !ok {
+				return store.Record{}, fmt.Errorf("%w: lobby %q has At %q", ErrCorrupt, id, k)
+			}
+			rec.At = t
 		}
 		return rec, store.ErrNotFound
 	}
@@ -288,34 +298,45 @@ func (s *Store) writeCall(w *store.Write) (keys, args []string) {
 	if w.Effects != nil {
 		args[6], args[7], args[8] = "1", string(w.Effects), deadlineKey(w.At)
 	}
-	keys = []string{sh.rec + w.ID, sh.due, sh.log + w.ID, sh.age, sh.floor, sh.names}
+	keys = []string{sh.rec + w.ID, sh.due, sh.log + w.ID, sh.age, sh.floor, sh.names, sh.keep}
 	return keys, args
 }
 
 // Delete removes the lobby's record and deadline if its version equals
-// expected. While the lobby's log still has entries it leaves a tombstone
-// with the floor max(expected, floor) and the record's data; with none, it
-// removes every key of the lobby and raises the shard's floor to the
-// lobby's instead, then (one more round trip) every other shard's. An
-// error in that second step says so: the delete itself has happened. It returns store.ErrNotFound if there is no record and
+// d.Expected. While the lobby's log still has entries, or d.Keep is set, it
+// leaves a tombstone with the floor max(d.Expected, d.Floor), d.At, d.Keep
+// and the record's data (both times exact to the nanosecond); otherwise it
+// removes every key of the lobby and raises the shard's floor and floor
+// time to the lobby's instead, then (one more round trip) every other
+// shard's. An error in that second step says so: the delete itself has
+// happened. It returns store.ErrNotFound if there is no record and
 // store.ErrConflict if the version differs, changing nothing in both cases;
 // an empty ID is store.ErrInvalid.
 func (s *Store) Delete(ctx context.Context, d store.Deletion) error {
-	id, expected, floor := d.ID, d.Expected, d.Floor
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if id == "" {
-		return errEmptyID
+	if err := d.Validate(); err != nil {
+		return fmt.Errorf("redisstore: %w", err)
 	}
+	id := d.ID
 	sh := s.shardOf(id)
+	floor := max(d.Expected, d.Floor)
+	at := deadlineKey(d.At)
+	var keep string
+	if !d.Keep.IsZero() {
+		keep = deadlineKey(d.Keep)
+	}
 	args := []string{
-		strconv.FormatUint(expected, 10),
-		strconv.FormatUint(max(expected, floor), 10),
+		strconv.FormatUint(d.Expected, 10),
+		strconv.FormatUint(floor, 10),
 		id,
 		sh.tag,
+		at,
+		keep,
 	}
-	msg, err := s.del.exec(ctx, s.c, []string{sh.rec + id, sh.due, sh.log + id, sh.floor, sh.names}, args).ToMessage()
+	keys := []string{sh.rec + id, sh.due, sh.log + id, sh.floor, sh.names, sh.floorAt, sh.keep}
+	msg, err := s.del.exec(ctx, s.c, keys, args).ToMessage()
 	if err != nil {
 		return fmt.Errorf("redisstore: delete %q: %w", id, err)
 	}
@@ -326,13 +347,13 @@ func (s *Store) Delete(ctx context.Context, d store.Deletion) error {
 		case 2:
 			// Deleted, and the floor folded into the shard's: copy it to
 			// the other shards. The delete has happened either way.
-			if err := s.raiseFloors(ctx, max(expected, floor), shardIndex(id, len(s.shards))); err != nil {
+			if err := s.raiseFloors(ctx, floor, at, shardIndex(id, len(s.shards))); err != nil {
 				return fmt.Errorf("redisstore: delete %q: deleted, but %w", id, err)
 			}
 			return nil
 		}
 	}
-	return casResult(&msg, "delete", id, expected)
+	return casResult(&msg, "delete", id, d.Expected)
 }
 
 // casResult reads the reply of the write and delete scripts: 1 for done, or

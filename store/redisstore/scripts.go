@@ -24,7 +24,9 @@ import (
 // ult compares two log positions or floors given as decimal strings without
 // leading zeros: shorter is smaller, and equal lengths compare byte by byte.
 // pad widens a position to the 20 digits of an age index member. atOf reads
-// the 'a' field (the entry's time key) of a stream entry's field list. posOf
+// the 'a' field (the entry's time key) of a stream entry's field list,
+// ageOf its 'g' field (its age key; entries of earlier versions have none
+// and are as old as their time). posOf
 // is the position of a stream entry ID "<position>-0". cursorOf splits a
 // consumer's cursor field, "<cursor>" or "<cursor> <queue key>", into its
 // parts. dropCursors removes the cursors of a lobby whose keys are gone, for
@@ -48,6 +50,12 @@ local function atOf(f)
   end
   return ''
 end
+local function ageOf(f)
+  for i = 1, #f, 2 do
+    if f[i] == 'g' then return f[i + 1] end
+  end
+  return atOf(f)
+end
 local function posOf(sid) return string.sub(sid, 1, -3) end
 local function cursorOf(s)
   local i = string.find(s, ' ', 1, true)
@@ -70,13 +78,17 @@ end
 // loadScript reads a record, or the floor of an ID without one, in one
 // atomic step.
 //
-//	KEYS: record, shard floor
+//	KEYS: record, shard floor, shard floor time
 //
-// It returns {version, data, deadline key, tombstone data}; for an ID
-// with no hash at all the version is the shard floor and the rest nil.
+// It returns {version, data, deadline key, tombstone data, At key}; for an
+// ID with no hash at all the version is the shard floor, the At key the
+// shard's floor time and the rest nil.
 const loadScript = `
-local r = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'f')
-if not r[1] then r[1] = redis.call('GET', KEYS[2]) or '0' end
+local r = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'f', 'a')
+if not r[1] then
+  r[1] = redis.call('GET', KEYS[2]) or '0'
+  r[5] = redis.call('GET', KEYS[3])
+end
 return r
 `
 
@@ -84,11 +96,14 @@ return r
 // carries one, its log entry, with count retention, the consumers' queues
 // and the notification.
 //
-//	KEYS: record, due, log, age, shard floor, consumer names
+//	KEYS: record, due, log, age, shard floor, consumer names, keep index
 //	ARGV: 1 expected, 2 new version, 3 data, 4 deadline key or "",
 //	      5 lobby ID, 6 notify channel, 7 "1" if there is an entry (else
 //	      ""), 8 entry, 9 entry time key, 10 entries kept per lobby
 //	      (0: no bound), 11 shard tag "{P:k}:"
+//
+// A write over a tombstone drops the tombstone's fields (data, At, Keep)
+// and its member of the keep index.
 //
 // For each registered consumer, a lobby without a cursor gets one just
 // before the new entry, and a lobby whose cursor is not queued is queued if
@@ -104,7 +119,7 @@ return r
 // whose last ID is not below the position), and Redis does not undo a
 // script's earlier writes when a later command fails.
 const writeScript = luaLib + `
-local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f')
+local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f', 'k', 'g')
 local v, fresh = cur[1], false
 if not v then
   v = redis.call('GET', KEYS[5]) or '0'
@@ -112,8 +127,11 @@ if not v then
 end
 if v ~= ARGV[1] then return v end
 local id, pos, entry = ARGV[5], ARGV[2], ARGV[7] == '1'
-if entry then redis.call('XADD', KEYS[3], pos .. '-0', 'a', ARGV[9], 'd', ARGV[8]) end
-if cur[4] then redis.call('HDEL', KEYS[1], 'f') end
+local ak = ARGV[9]
+if entry and cur[6] and ult(ak, cur[6]) then ak = cur[6] end
+if entry then redis.call('XADD', KEYS[3], pos .. '-0', 'a', ARGV[9], 'g', ak, 'd', ARGV[8]) end
+if cur[4] then redis.call('HDEL', KEYS[1], 'f', 'a', 'k') end
+if cur[5] then redis.call('ZREM', KEYS[7], cur[5] .. id) end
 local old, new = cur[2], ARGV[4]
 if old ~= new then
   if old then redis.call('ZREM', KEYS[2], old .. id) end
@@ -130,7 +148,8 @@ if cur[3] then redis.call('HDEL', KEYS[1], 'c') end
 -- tombstone that is gone: a reader from before must learn it missed them.
 if fresh and v ~= '0' then redis.call('HSET', KEYS[1], 'x', v) end
 if not entry then return 1 end
-redis.call('ZADD', KEYS[4], 0, ARGV[9] .. pad(pos) .. id)
+redis.call('HSET', KEYS[1], 'g', ak)
+redis.call('ZADD', KEYS[4], 0, ak .. pad(pos) .. id)
 local keep = tonumber(ARGV[10])
 if keep > 0 then
   local n = redis.call('XLEN', KEYS[3])
@@ -138,7 +157,7 @@ if keep > 0 then
     local last
     for _, e in ipairs(redis.call('XRANGE', KEYS[3], '-', '+', 'COUNT', n - keep)) do
       last = posOf(e[1])
-      redis.call('ZREM', KEYS[4], atOf(e[2]) .. pad(last) .. id)
+      redis.call('ZREM', KEYS[4], ageOf(e[2]) .. pad(last) .. id)
       redis.call('XDEL', KEYS[3], e[1])
     end
     redis.call('HSET', KEYS[1], 'x', last)
@@ -160,48 +179,59 @@ redis.call('PUBLISH', ARGV[6], pos .. ':' .. id)
 return 1
 `
 
-// deleteScript commits a Delete. While the lobby has log entries it
-// leaves a tombstone with the floor, the deleted record's data and the trim
-// marker; without any, it removes the lobby's keys and raises the shard
-// floor to the lobby's floor instead.
+// deleteScript commits a Delete. While the lobby has log entries, or the
+// Deletion has a Keep, it leaves a tombstone with the floor, the deleted
+// record's data, the trim marker, the At key and the Keep key (and puts the
+// lobby in the keep index); otherwise it removes the lobby's keys and
+// raises the shard floor and floor time to the lobby's instead.
 //
-//	KEYS: record, due, log, shard floor, consumer names
-//	ARGV: expected, floor, lobby ID, shard tag
+//	KEYS: record, due, log, shard floor, consumer names, shard floor time,
+//	      keep index
+//	ARGV: expected, floor, lobby ID, shard tag, At key, Keep key or ""
 //
 // On a fold it also drops the lobby's cursors that have nothing queued.
 // It returns 1 after deleting and leaving a tombstone, 2 after deleting
 // and folding the floor into the shard floor, -1 if there is no record, or
 // the stored version (a string) on a version mismatch.
 const deleteScript = luaLib + `
-local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x')
+local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x', 'g')
 if not cur[2] then return -1 end
 local v = cur[1] or '0'
 if v ~= ARGV[1] then return v end
 if cur[3] then redis.call('ZREM', KEYS[2], cur[3] .. ARGV[3]) end
 redis.call('DEL', KEYS[1])
-if redis.call('XLEN', KEYS[3]) > 0 then
-  if cur[4] then
-    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2], 'x', cur[4])
-  else
-    redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2])
+local keep = ARGV[6]
+if redis.call('XLEN', KEYS[3]) > 0 or keep ~= '' then
+  redis.call('HSET', KEYS[1], 'v', ARGV[2], 'f', cur[2], 'a', ARGV[5])
+  if cur[4] then redis.call('HSET', KEYS[1], 'x', cur[4]) end
+  if cur[5] then redis.call('HSET', KEYS[1], 'g', cur[5]) end
+  if keep ~= '' then
+    redis.call('HSET', KEYS[1], 'k', keep)
+    redis.call('ZADD', KEYS[7], 0, keep .. ARGV[3])
   end
-else
-  redis.call('DEL', KEYS[3])
-  local f = redis.call('GET', KEYS[4]) or '0'
-  if ult(f, ARGV[2]) then redis.call('SET', KEYS[4], ARGV[2]) end
-  dropCursors(redis.call('SMEMBERS', KEYS[5]), ARGV[4], ARGV[3])
-  return 2
+  return 1
 end
-return 1
+redis.call('DEL', KEYS[3])
+local f = redis.call('GET', KEYS[4]) or '0'
+if ult(f, ARGV[2]) then redis.call('SET', KEYS[4], ARGV[2]) end
+local g = redis.call('GET', KEYS[6])
+if not g or ult(g, ARGV[5]) then redis.call('SET', KEYS[6], ARGV[5]) end
+dropCursors(redis.call('SMEMBERS', KEYS[5]), ARGV[4], ARGV[3])
+return 2
 `
 
-// raiseFloorScript raises a shard floor to at least the given floor.
+// raiseFloorScript raises a shard floor to at least the given floor, and
+// the shard's floor time to at least the given At key.
 //
-//	KEYS: shard floor
-//	ARGV: floor
+//	KEYS: shard floor, shard floor time
+//	ARGV: floor, At key or "" (none)
 const raiseFloorScript = luaLib + `
 local f = redis.call('GET', KEYS[1]) or '0'
 if ult(f, ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end
+if ARGV[2] ~= '' then
+  local g = redis.call('GET', KEYS[2])
+  if not g or ult(g, ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end
+end
 return 1
 `
 
@@ -235,21 +265,48 @@ return string.sub(e[1][1], 1, -3)
 `
 
 // trimScript removes log entries of one shard older than a bound, oldest
-// first. An entry goes together with every earlier entry of its lobby, so
-// that a log is always a run of consecutive kept entries above its trim
-// marker; those count against the limit too. A tombstone whose last entry
-// goes is removed and its floor folded into the shard floor.
+// first by age key, and the shard's tombstones whose Keep has come. An
+// entry goes together with every earlier entry of its lobby, so that a log
+// is always a run of consecutive kept entries above its trim marker; those
+// count against the limit too, and are old as well, since age keys never
+// decrease along a log (the write script makes each at least the previous
+// one). A tombstone whose last entry goes is removed and
+// its floor and At folded into the shard's, unless its Keep is after now.
+// A tombstone in the keep index whose Keep has come is removed the same
+// way if its log is empty (counted against the limit), and otherwise
+// forgets its Keep, to go with its last entry (not counted: each Keep is
+// forgotten once). A member of the keep index whose lobby was written or
+// deleted again since is dropped.
 //
-//	KEYS: age, shard floor, consumer names
-//	ARGV: 1 mode, 2 bound (ZRANGEBYLEX max), 3 limit, 4 shard tag,
-//	      then (mode "ids") age members
+//	KEYS: age, shard floor, consumer names, shard floor time, keep index
+//	ARGV: 1 mode, 2 age bound (ZRANGEBYLEX max; "" for no Age bound),
+//	      3 limit, 4 shard tag, 5 now key, 6 keep bound (ZRANGEBYLEX max
+//	      admitting the Keep keys at or before now), then (modes "ids" and
+//	      "keepids") members
 //
-// Mode "scan" walks the age index itself; mode "ids" trims up to the given
-// members (still in the index) in order. It returns how many entries it
-// removed and the highest floor it folded ('0' for none).
+// Mode "scan" walks the age index and then the keep index itself; mode
+// "ids" trims up to the given age members (still in the index) in order;
+// mode "keepids" handles the given keep members that are still in the
+// index. It returns how many entries and tombstones it removed, the highest
+// floor it folded ('0' for none) and the latest At key it folded (empty for
+// none).
 const trimScript = luaLib + `
-local limit, tag = tonumber(ARGV[3]), ARGV[4]
-local n, folded = 0, '0'
+local limit, tag, now = tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local n, folded, foldedAt = 0, '0', ''
+
+local function fold(id, rk, lk, v, a, k)
+  redis.call('DEL', rk, lk)
+  local f = redis.call('GET', KEYS[2]) or '0'
+  if ult(f, v) then redis.call('SET', KEYS[2], v) end
+  if ult(folded, v) then folded = v end
+  if a then
+    local g = redis.call('GET', KEYS[4])
+    if not g or ult(g, a) then redis.call('SET', KEYS[4], a) end
+    if foldedAt == '' or ult(foldedAt, a) then foldedAt = a end
+  end
+  if k then redis.call('ZREM', KEYS[5], k .. id) end
+  dropCursors(redis.call('SMEMBERS', KEYS[3]), tag, id)
+end
 
 local function trim(m)
   local pos = string.gsub(string.sub(m, 25, 44), '^0+', '')
@@ -263,35 +320,60 @@ local function trim(m)
   local last
   for _, e in ipairs(es) do
     last = posOf(e[1])
-    redis.call('ZREM', KEYS[1], atOf(e[2]) .. pad(last) .. id)
+    redis.call('ZREM', KEYS[1], ageOf(e[2]) .. pad(last) .. id)
     redis.call('XDEL', lk, e[1])
     n = n + 1
   end
-  local h = redis.call('HMGET', rk, 'v', 'd', 'x')
+  local h = redis.call('HMGET', rk, 'v', 'd', 'x', 'k', 'a')
   if not h[1] then return end
-  if not h[2] and redis.call('XLEN', lk) == 0 then
-    redis.call('DEL', rk, lk)
-    local f = redis.call('GET', KEYS[2]) or '0'
-    if ult(f, h[1]) then redis.call('SET', KEYS[2], h[1]) end
-    if ult(folded, h[1]) then folded = h[1] end
-    dropCursors(redis.call('SMEMBERS', KEYS[3]), tag, id)
+  if not h[2] and redis.call('XLEN', lk) == 0 and (not h[4] or not ult(now, h[4])) then
+    fold(id, rk, lk, h[1], h[5], h[4])
   elseif not h[3] or ult(h[3], last) then
     redis.call('HSET', rk, 'x', last)
   end
 end
+
+local function kept(m)
+  redis.call('ZREM', KEYS[5], m)
+  local k, id = string.sub(m, 1, 24), string.sub(m, 25)
+  local rk, lk = tag .. 'r:' .. id, tag .. 'l:' .. id
+  local h = redis.call('HMGET', rk, 'v', 'd', 'k', 'a')
+  if not h[1] or h[2] or h[3] ~= k then return end
+  if redis.call('XLEN', lk) > 0 then
+    redis.call('HDEL', rk, 'k')
+    return
+  end
+  fold(id, rk, lk, h[1], h[4], nil)
+  n = n + 1
+end
+
 if ARGV[1] == 'ids' then
-  for i = 5, #ARGV do
+  for i = 7, #ARGV do
     if n >= limit then break end
     if redis.call('ZSCORE', KEYS[1], ARGV[i]) then trim(ARGV[i]) end
   end
-  return {n, folded}
+  return {n, folded, foldedAt}
+end
+if ARGV[1] == 'keepids' then
+  for i = 7, #ARGV do
+    if n >= limit then break end
+    if redis.call('ZSCORE', KEYS[5], ARGV[i]) then kept(ARGV[i]) end
+  end
+  return {n, folded, foldedAt}
+end
+if ARGV[2] ~= '' then
+  while n < limit do
+    local ms = redis.call('ZRANGEBYLEX', KEYS[1], '-', ARGV[2], 'LIMIT', 0, 1)
+    if #ms == 0 then break end
+    trim(ms[1])
+  end
 end
 while n < limit do
-  local ms = redis.call('ZRANGEBYLEX', KEYS[1], '-', ARGV[2], 'LIMIT', 0, 1)
+  local ms = redis.call('ZRANGEBYLEX', KEYS[5], '-', ARGV[6], 'LIMIT', 0, 1)
   if #ms == 0 then break end
-  trim(ms[1])
+  kept(ms[1])
 end
-return {n, folded}
+return {n, folded, foldedAt}
 `
 
 // claimLogScript claims lobbies with uncommitted entries for a consumer. A

@@ -158,9 +158,15 @@ func TestKeyLayout(t *testing.T) {
 		mustWrite(t, s, store.Write{ID: id, Expected: 1, Deadline: t0, At: t0, Effects: []byte("e")})
 	}
 	mustWrite(t, s, store.Write{ID: "gone", Deadline: t0})
-	if err := s.Delete(t.Context(), store.Deletion{ID: "gone", Expected: 1, Floor: 5}); err != nil {
+	if err := s.Delete(t.Context(), store.Deletion{ID: "gone", Expected: 1, Floor: 5, At: t0}); err != nil {
 		t.Fatal(err)
 	}
+	// A tombstone kept to a time adds the keep index.
+	mustWrite(t, s, store.Write{ID: "kept", Expected: 5, Deadline: t0})
+	if err := s.Delete(t.Context(), store.Deletion{ID: "kept", Expected: 6, At: t0, Keep: t0.Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	ids = append(ids, "kept") // its record key holds the tombstone
 	keys := scanKeys(t, t.Context(), c, prefix)
 	slots := map[string]uint16{} // shard tag -> slot
 	var recs, logs []string
@@ -184,7 +190,7 @@ func TestKeyLayout(t *testing.T) {
 			kinds["l"] = true
 		case rest == ":c:relay:{x}" || rest == ":q:relay:{x}":
 			kinds[rest[1:2]] = true
-		case rest == ":due" || rest == ":age" || rest == ":floor" || rest == ":names":
+		case rest == ":due" || rest == ":age" || rest == ":floor" || rest == ":floorat" || rest == ":keep" || rest == ":names":
 			kinds[rest[1:]] = true
 		default:
 			t.Errorf("unexpected key %q", k)
@@ -197,10 +203,11 @@ func TestKeyLayout(t *testing.T) {
 	if d := cmp.Diff(want, recs); d != "" {
 		t.Errorf("record keys (-want +got):\n%s", d)
 	}
+	want = slices.DeleteFunc(want, func(id string) bool { return id == "kept" }) // no entries, no log
 	if d := cmp.Diff(want, logs); d != "" {
 		t.Errorf("log keys (-want +got):\n%s", d)
 	}
-	for _, kind := range []string{"r", "l", "c", "q", "due", "age", "floor", "names"} {
+	for _, kind := range []string{"r", "l", "c", "q", "due", "age", "floor", "floorat", "keep", "names"} {
 		if !kinds[kind] {
 			t.Errorf("no key of kind %q among %q", kind, keys)
 		}
