@@ -2,6 +2,7 @@ package lobby_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -22,11 +23,21 @@ func next(t *testing.T, w *lobby.Watcher) lobby.Change {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	u, err := w.Next(ctx)
-	if err != nil {
-		t.Fatalf("Next: %v", err)
+	for {
+		u, err := w.Next(ctx)
+		if errors.Is(err, lobby.ErrNotRunning) {
+			// Run may not have started yet: its start wakes the watcher.
+			select {
+			case <-w.Ready():
+				continue
+			case <-ctx.Done():
+			}
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		return u
 	}
-	return u
 }
 
 // nothingQueued fails if the watcher has an update ready without waiting.
