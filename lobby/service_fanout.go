@@ -10,43 +10,69 @@ import (
 
 // Sink is where an Attachment delivers: one socket, as the transport
 // implements it. The Attachment calls its methods from a goroutine of its
-// own, one call at a time and in order, so a Sink needs no locking of its
-// own for them.
+// own, one call at a time and in order, so a Sink needs no locking for
+// them.
 type Sink interface {
-	// Send delivers the next update for the socket to render. It may
-	// block (a socket write): only this sink waits, since every
-	// Attachment has its own bounded queue (see SinkQueue). ctx is done
-	// once the Attachment is detached; Send should then return soon.
-	Send(ctx context.Context, u Delivery)
+	// Send delivers the next thing the socket renders. It may block (a
+	// socket write): only this sink waits, since every Attachment has a
+	// bounded queue of its own (see SinkQueue). ctx is done once the
+	// Attachment is detached; Send should then return soon. The
+	// Delivery's Event and State are shared with the lobby's other Sinks:
+	// read them, do not modify them.
+	Send(ctx context.Context, d Delivery)
 	// End tells the sink that its connection generation ended in a
 	// commit (superseded by a newer tab, kicked, timed out, left, or
-	// closed by another report): close the socket, with a close code
-	// for e.Cause. It is called at most once, after every update queued
+	// closed by a report elsewhere): close the socket, with a close code
+	// for e.Cause. It is called at most once, after every delivery queued
 	// before it, and nothing is called after it. The Attachment is
 	// detached by then; the transport need not report the close.
 	End(e Ended)
 }
 
-// Delivery is one thing an Attachment delivers to its Sink, in revision
-// order: either one visible change (Event) or the whole lobby (State).
+// SinkFuncs is a Sink made of two functions, for a transport that needs no
+// type of its own. A nil function ignores what it would be given (a nil
+// OnEnd leaves ended sockets open: give one).
+type SinkFuncs struct {
+	OnDelivery func(ctx context.Context, d Delivery)
+	OnEnd      func(e Ended)
+}
+
+// Send calls f.OnDelivery.
+func (f SinkFuncs) Send(ctx context.Context, d Delivery) {
+	if f.OnDelivery != nil {
+		f.OnDelivery(ctx, d)
+	}
+}
+
+// End calls f.OnEnd.
+func (f SinkFuncs) End(e Ended) {
+	if f.OnEnd != nil {
+		f.OnEnd(e)
+	}
+}
+
+// Delivery is one thing an Attachment hands its Sink, in revision order:
+// either one visible change (Event) or the whole lobby (State).
 type Delivery struct {
 	Lobby string
 	// Revision is the lobby revision the socket shows after rendering
-	// this update; it only grows from one update to the next, and
-	// starts above the Snapshot that Join returned.
+	// this delivery. It grows with every delivery, starting above the
+	// Snapshot that Join returned: never an older revision, never one
+	// twice.
 	Revision uint64
-	// Event is the next visible change. It is nil when State is set.
+	// Event is the next visible change, at Revision. It is nil when State
+	// is set.
 	Event *Event
 	// State is set instead of Event after a gap: the sink fell more than
 	// its queue behind, or this process's watch of the lobby lost its
 	// place (the log was compacted past it). It is the whole lobby as of
-	// Revision; render it as a fresh start. The revisions between are
+	// Revision; render it as a fresh start. The revisions in the gap are
 	// not delivered.
 	State *Snapshot
 }
 
-// DefaultSinkQueue is how many updates an Attachment holds for a Sink that
-// does not keep up before it replaces them with one State.
+// DefaultSinkQueue is how many deliveries an Attachment holds for a Sink
+// that does not keep up before it replaces them with one State.
 const DefaultSinkQueue = 64
 
 // RoomsOption configures Rooms.
@@ -57,9 +83,9 @@ type roomsConfig struct {
 	retry time.Duration
 }
 
-// SinkQueue sets how many updates each Attachment holds for a Sink whose
-// Send has not returned before the queue is replaced by one State (default
-// DefaultSinkQueue). It must be positive.
+// SinkQueue sets how many deliveries each Attachment holds for a Sink
+// whose Send has not returned before the queue is replaced by one State
+// (default DefaultSinkQueue). It must be positive.
 func SinkQueue(n int) RoomsOption {
 	return func(c *roomsConfig) error {
 		if n < 1 {
@@ -87,12 +113,12 @@ var ErrDetached = errors.New("lobby: attachment detached")
 // run the Service's Run alongside Rooms.
 //
 // A slow Sink never holds back the lobby or other Sinks: each Attachment
-// queues up to SinkQueue updates for its Sink, and past that replaces the
-// queue with one State, the whole lobby as of the newest change, which
+// queues up to SinkQueue deliveries for its Sink, and past that replaces
+// the queue with one State, the whole lobby as of the newest change, which
 // later changes replace in turn until the Sink takes it. So a Sink that
 // falls behind sees a gap marked by a State, never an older revision and
 // never a revision twice. Ended connections are never dropped: End comes
-// after the queued updates.
+// after the queued deliveries.
 //
 // Rooms is safe for concurrent use.
 type Rooms struct {
@@ -140,8 +166,8 @@ type room struct {
 // errors) and attaches sink to the lobby for the new connection. It
 // returns the Attachment and the lobby as of the join (or later): what the
 // socket renders first. A join that made no revision (a further tab with
-// the same attributes) still returns the current lobby. The Sink's updates
-// continue strictly after that Snapshot's revision, with nothing missed in
+// the same attributes) still returns the current lobby. The Sink's
+// deliveries continue strictly after that Snapshot's revision, with nothing missed in
 // between: the lobby's watch is in place before the join commits.
 //
 // Connections the join superseded are told End on their own Sinks,
@@ -408,7 +434,7 @@ func stateAfter(e *Event) Snapshot {
 	return Snapshot{Lobby: e.Lobby, Revision: e.Revision, Term: e.Term, Host: e.Host, Locked: e.Locked, Overrides: e.Overrides, Members: members}
 }
 
-// finish queues End after the queued updates.
+// finish queues End after the queued deliveries.
 func (a *Attachment) finish(e Ended) {
 	a.mu.Lock()
 	if !a.detached && a.end == nil {

@@ -536,3 +536,20 @@ func TestRoomsTimeoutIsRoutedByGeneration(t *testing.T) {
 		t.Fatalf("Attached: %d, want 1", n)
 	}
 }
+
+// SinkFuncs calls its functions, and a nil one ignores what it is given.
+func TestSinkFuncs(t *testing.T) {
+	var got []string
+	f := lobby.SinkFuncs{
+		OnDelivery: func(_ context.Context, d lobby.Delivery) { got = append(got, fmt.Sprint("delivery ", d.Revision)) },
+		OnEnd:      func(e lobby.Ended) { got = append(got, "end "+e.Cause.String()) },
+	}
+	f.Send(context.Background(), lobby.Delivery{Revision: 3})
+	f.End(lobby.Ended{Cause: lobby.EndKicked})
+	if fmt.Sprint(got) != "[delivery 3 end kicked]" {
+		t.Fatalf("got %v", got)
+	}
+	var empty lobby.SinkFuncs
+	empty.Send(context.Background(), lobby.Delivery{})
+	empty.End(lobby.Ended{})
+}
