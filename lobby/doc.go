@@ -20,8 +20,19 @@
 // notifications and one read of the log, always in version order, never
 // twice and never with a gap (a watcher that falls behind the log's
 // retention gets a snapshot instead). A process that serves no socket of a
-// lobby reads nothing for it. The relay to a [Publisher] is a durable
-// consumer of the same log: processes sharing its name split the lobbies.
+// lobby reads nothing for it. Watching needs [Service.Run] running.
+//
+// [Rooms] is that fan-out for sockets: a transport attaches each socket
+// with [Rooms.Join] and a [Sink], and gets the join's snapshot to render
+// first, then every later change of the lobby in revision order, and an
+// End when a commit anywhere ends the socket's connection (a newer tab, a
+// kick, a timeout). One Watcher serves all of a lobby's sockets in this
+// process, and a slow socket holds back nobody.
+//
+// The relay to a [Publisher] is a durable consumer of the same log:
+// processes sharing its name split the lobbies, and each event is published
+// at least once. It is for a message bus or an audit sink, not for sockets:
+// a process sees only the lobbies it claims.
 //
 // # The model
 //

@@ -153,10 +153,19 @@ func (s *Service) Policy() Policy { return s.m.p }
 // coming back, or one more connection (tab) of an online member. The
 // result's Gen is the new connection's generation, which every later
 // Heartbeat and Disconnect of that connection must name. Non-nil attrs
-// replace the member's attributes. A new player joining a full lobby gets
-// ErrLobbyFull. Result.Ended lists connections the join superseded
+// replace the member's attributes (a tab with other attributes is an
+// updated revision; with the same ones, or nil, a further tab makes no
+// revision). Result.Ended lists connections the join superseded
 // (MaxConnectionsPerPlayer) or that timed out during the catch-up: close
-// their sockets.
+// their sockets. For a socket, Rooms.Join does this and the fan-out.
+//
+// Bad input comes back before the store is touched: ErrInvalidID (lobby or
+// player), ErrInvalidAttrs. The rules refuse a join, committing nothing,
+// with ErrLobbyFull (a new player beyond the member cap), ErrLocked (a new
+// player while the lobby is locked) or ErrBlocked (a player kicked with a
+// block still in force), each in a RefusalError; reconnecting members and
+// further tabs of members are never refused for the cap or the lock. Store
+// failures are as for Do.
 func (s *Service) Join(ctx context.Context, id, player string, attrs map[string]string) (Result, error) {
 	return s.Do(ctx, id, Join(player, attrs))
 }
@@ -303,11 +312,13 @@ func (s *Service) Reclaim(ctx context.Context, id string) error {
 
 // Do applies cmd to lobby id; the named methods (Join, Heartbeat, ...) are
 // shorthands for it. Input errors (ErrInvalidID, ErrInvalidAttrs,
-// ErrInvalidCommand) come back before the store is touched; refusals
-// (ErrBlocked, ErrLocked, ErrLobbyFull, ErrNotHost, ErrNotMember,
-// ErrNotEligible, ErrTooManyBlocks; see IsRefusal) after the lobby was
-// read, with nothing written; a record that does not decode gives
-// ErrCorrupt; store failures come back wrapped (errors.Is works with the
+// ErrInvalidCommand) come back before the store is touched; overrides that
+// make an invalid policy get ErrInvalidPolicy; refusals (ErrLobbyFull,
+// ErrBlocked, ErrLocked, ErrNotHost, ErrNotMember, ErrNotEligible,
+// ErrTooManyBlocks), each in a RefusalError (see IsRefusal), after the lobby
+// was read, with nothing written; a record that does not decode gives
+// ErrCorrupt; losing the compare-and-set on every attempt gives
+// ErrContention; store failures come back wrapped (errors.Is works with the
 // store sentinels and context errors). While another command of this
 // Service holds the lobby, Do waits for it, no longer than ctx allows.
 func (s *Service) Do(ctx context.Context, id string, cmd Command) (Result, error) {

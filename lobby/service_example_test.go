@@ -2,6 +2,7 @@ package lobby_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jonboulle/clockwork"
@@ -34,8 +35,13 @@ func ExampleService_Watch() {
 	there.Join(ctx, "duel", "ana", nil) // a second tab: the first one ends
 	there.Kick(ctx, "duel", "ana", "bo", 0)
 
-	for range 4 {
-		c, _ := w.Next(ctx)
+	for n := 0; n < 4; {
+		c, err := w.Next(ctx)
+		if errors.Is(err, lobby.ErrNotRunning) {
+			<-w.Ready() // Run has not started yet; its start wakes w
+			continue
+		}
+		n++
 		for _, e := range c.Events {
 			fmt.Printf("revision %d: %s %s (host %s)\n", e.Revision, e.Reason, e.Subject, e.Host)
 		}

@@ -14,8 +14,14 @@ import (
 type Change struct {
 	Lobby string
 	// Version is the store version of the commit (the position of its
-	// entry in the lobby's effects log), or of the snapshot.
+	// entry in the lobby's effects log), or of the snapshot. It is not
+	// the revision clients see: a commit that ends a connection or
+	// renews a heartbeat moves the version and not the revision.
 	Version uint64
+	// Revision is the lobby's revision after the change, as clients
+	// count them: the last event's, or the snapshot's; for a commit that
+	// only ended connections, the revision it left unchanged.
+	Revision uint64
 	// Events are the visible changes the commit made, in revision order.
 	Events []Event
 	// Ended are the connection generations the commit ended: a process
@@ -34,72 +40,130 @@ type Change struct {
 // does not keep up before it gives up on them and offers a snapshot instead.
 const DefaultWatchBuffer = 1024
 
+// ErrWatchClosed is returned by Watcher.Next after Close, or once the
+// context given to Watch is done.
+var ErrWatchClosed = errors.New("lobby: watcher closed")
+
+// ErrNotRunning is returned by Watcher.Next when it has nothing to return
+// and the Service's Run is not running: without Run, no commit of another
+// process can reach the Watcher, so Next says so rather than wait for one.
+// The Watcher stays good: once Run runs, it catches up on what it missed
+// (Run looks at the log heads of every watched lobby when it starts), and
+// the next call to Next continues in order.
+var ErrNotRunning = errors.New("lobby: service not running (call Run): other processes' commits cannot reach the watcher")
+
 // Watcher follows one lobby for its reader: see Service.Watch. Its methods
 // are safe for concurrent use, but updates are meant for one reader.
 type Watcher struct {
 	hub   *watchHub
 	lw    *lobbyWatch
 	ready chan struct{}
+	stop  func() bool // ends the context's hold on the Watcher
 
-	mu     sync.Mutex // guards the fields below
-	queue  []Change
-	resync bool   // the reader must be given a snapshot next
-	skip   uint64 // drop queued updates at or below this version
-	closed bool
+	mu       sync.Mutex // guards the fields below
+	queue    []Change
+	resync   bool   // the reader must be given a snapshot next
+	skip     uint64 // drop queued updates at or below this version
+	rev      uint64 // the highest revision handed to the reader
+	closed   bool
+	unheard  bool // Next last returned ErrNotRunning: wake it when Run starts
+	attached bool // registered with lw (see register)
 }
 
 // Watch follows lobby id for this process: each commit to the lobby, by
 // this Service or by any process sharing its store, reaches the Watcher as
 // one Change, in version order, without gaps or repeats. Commits of this
 // Service arrive at once, without a store read; commits of other processes
-// arrive through the store's change notifications (store.Notifier), which
-// Run listens to: while Run is not running, only this Service's commits
-// arrive, in order, and the others wait until it runs again.
+// arrive through the store's change notifications (store.Notifier), or by
+// polling the log heads without them, which Run does: a Watcher needs Run
+// running to see other processes' commits, and Next returns ErrNotRunning
+// instead of waiting while it is not.
 //
-// after is the revision the caller already shows. If the lobby is at that
-// revision, the first Change is the next commit; otherwise (a new reader
-// passes 0) the first Change is a Snapshot of the lobby now. Like Snapshot,
-// Watch commits overdue deadlines first.
+// afterRevision is the revision the caller already shows (0 for a new
+// reader). If the lobby is at that revision, the first Change is the next
+// commit; otherwise the first Change is a Snapshot of the lobby now. Like
+// Snapshot, Watch commits overdue deadlines first.
 //
-// Close the Watcher when done; a Watcher holds memory in this Service
-// until then.
-func (s *Service) Watch(ctx context.Context, id string, after uint64) (*Watcher, error) {
-	lw := s.hub.attach(id)
-	w := &Watcher{hub: s.hub, lw: lw, ready: make(chan struct{}, 1)}
-	var snap Snapshot
-	var version uint64
-	var behind bool
-	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State, v uint64) {
-		snap, version = snapshotOf(st), v
-		// Under the lobby's lock: no commit of this Service can come
-		// between the snapshot and the registration.
-		lw.mu.Lock()
-		if !lw.started {
-			lw.started, lw.cursor = true, v
-		}
-		// A read of the log may already have handed out entries past
-		// v to the other Watchers (reads do not take the lobby's
-		// lock); this one then starts from a fresh snapshot.
-		behind = lw.cursor > v
-		lw.watchers[w] = struct{}{}
-		lw.mu.Unlock()
-	}})
-	if err != nil {
-		s.hub.detach(lw, w)
+// ctx bounds the Watcher, not only the call: when ctx is done the Watcher
+// is closed (Next returns ErrWatchClosed), as if Close had been called.
+// Pass a context that lives as long as the reader does. Close it when done
+// otherwise; a Watcher holds memory in this Service until then. To follow
+// a lobby on behalf of sockets, Rooms does all of this.
+func (s *Service) Watch(ctx context.Context, id string, afterRevision uint64) (*Watcher, error) {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	w.skip = version
-	switch {
-	case behind:
-		w.resync = true
-	case snap.Revision != after:
-		w.queue = append(w.queue, Change{Lobby: id, Version: version, Snapshot: &snap})
+	w := s.newWatcher(id)
+	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State, v uint64) {
+		w.register(st, v, st.Revision != afterRevision)
+	}})
+	if err != nil {
+		w.Close()
+		return nil, err
 	}
+	stop := context.AfterFunc(ctx, w.Close)
+	w.mu.Lock()
+	w.stop = stop
+	w.mu.Unlock()
 	return w, nil
 }
 
+// newWatcher attaches a Watcher of lobby id that follows nothing until it
+// is registered: commits of this Service made from now on find it.
+func (s *Service) newWatcher(id string) *Watcher {
+	return &Watcher{hub: s.hub, lw: s.hub.attach(id), ready: make(chan struct{}, 1)}
+}
+
+// register starts w at version v, at which the lobby is st; it must be
+// called under the lobby's lock (a transaction's view), so that no commit
+// of this Service comes between. If first, the reader's first Change is a
+// Snapshot of st. A Watcher that starts behind the other Watchers of its
+// lobby gives its reader a fresh snapshot first instead. Registering again
+// does nothing.
+func (w *Watcher) register(st *State, v uint64, first bool) {
+	w.mu.Lock()
+	if w.attached || w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.attached = true
+	w.skip, w.rev = v, st.Revision
+	if first {
+		snap := snapshotOf(st)
+		w.queue = append(w.queue, Change{Lobby: st.ID, Version: v, Revision: snap.Revision, Snapshot: &snap})
+	}
+	w.mu.Unlock()
+
+	lw := w.lw
+	lw.mu.Lock()
+	if !lw.started {
+		lw.started, lw.cursor = true, v
+	}
+	// A read of the log may already have handed out entries past v to
+	// the other Watchers (reads do not take the lobby's lock); this one
+	// then starts from a fresh snapshot.
+	behind := lw.cursor > v
+	lw.watchers[w] = struct{}{}
+	lw.mu.Unlock()
+
+	w.mu.Lock()
+	closed := w.closed
+	if behind && !closed {
+		w.queue, w.resync = nil, true
+	}
+	w.mu.Unlock()
+	if closed {
+		// Closed meanwhile: its detach may have missed this entry.
+		lw.mu.Lock()
+		delete(lw.watchers, w)
+		lw.mu.Unlock()
+	}
+	poke(w.ready)
+}
+
 // Next returns the next Change, waiting for one no longer than ctx allows.
-// After Close it returns ErrWatchClosed.
+// After Close it returns ErrWatchClosed; while Run is not running, it
+// returns ErrNotRunning instead of waiting.
 func (w *Watcher) Next(ctx context.Context) (Change, error) {
 	for {
 		w.mu.Lock()
@@ -122,6 +186,14 @@ func (w *Watcher) Next(ctx context.Context) (Change, error) {
 			if u.Version > w.skip {
 				w.skip = u.Version
 			}
+			if n := len(u.Events); n > 0 {
+				u.Revision = u.Events[n-1].Revision
+			} else if u.Snapshot != nil {
+				u.Revision = u.Snapshot.Revision
+			} else {
+				u.Revision = w.rev
+			}
+			w.rev = max(w.rev, u.Revision)
 			w.mu.Unlock()
 			return u, nil
 		}
@@ -132,6 +204,16 @@ func (w *Watcher) Next(ctx context.Context) (Change, error) {
 			}
 			continue
 		}
+		if err := ctx.Err(); err != nil {
+			return Change{}, err
+		}
+		w.mu.Lock()
+		w.unheard = !w.hub.s.running.Load()
+		unheard := w.unheard
+		w.mu.Unlock()
+		if unheard {
+			return Change{}, ErrNotRunning
+		}
 		select {
 		case <-w.ready:
 		case <-ctx.Done():
@@ -141,8 +223,9 @@ func (w *Watcher) Next(ctx context.Context) (Change, error) {
 }
 
 // Ready returns a channel that receives a value when Next may have
-// something to return without waiting; use it to wait for several
-// Watchers (or other events) in one select, then call Next.
+// something to return without waiting (or, after ErrNotRunning, when Run
+// has started); use it to wait for several Watchers (or other events) in
+// one select, then call Next.
 func (w *Watcher) Ready() <-chan struct{} { return w.ready }
 
 // Close stops the Watcher and releases what it holds. It is idempotent.
@@ -153,7 +236,11 @@ func (w *Watcher) Close() {
 		return
 	}
 	w.closed, w.queue = true, nil
+	stop := w.stop
 	w.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
 	w.hub.detach(w.lw, w)
 	poke(w.ready)
 }
@@ -176,8 +263,9 @@ func (w *Watcher) snapshot(ctx context.Context) (Change, error) {
 	if version > w.skip {
 		w.skip = version
 	}
+	w.rev = max(w.rev, snap.Revision)
 	w.mu.Unlock()
-	return Change{Lobby: w.lw.id, Version: version, Snapshot: &snap}, nil
+	return Change{Lobby: w.lw.id, Version: version, Revision: snap.Revision, Snapshot: &snap}, nil
 }
 
 // push queues u for the reader, or, past the buffer, drops the queue and
@@ -203,9 +291,6 @@ func (w *Watcher) lostPlace() {
 	w.mu.Unlock()
 	poke(w.ready)
 }
-
-// ErrWatchClosed is returned by Watcher.Next after Close.
-var ErrWatchClosed = errors.New("lobby: watcher closed")
 
 // watchHub is a Service's record of the lobbies its Watchers follow. A
 // lobby nobody in this process watches costs nothing here: commits only
@@ -375,6 +460,7 @@ func (h *watchHub) watched() []string {
 // lost is called when change notifications may have been missed: one look
 // at the heads of every watched lobby finds those that moved.
 func (h *watchHub) lost(ctx context.Context) error {
+	h.wakeUnheard()
 	ids := h.watched()
 	if len(ids) == 0 {
 		return nil
@@ -389,6 +475,25 @@ func (h *watchHub) lost(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// wakeUnheard wakes the readers that were told ErrNotRunning: Run, which
+// calls lost when it starts, is running now.
+func (h *watchHub) wakeUnheard() {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	for _, lw := range h.lobbies {
+		lw.mu.Lock()
+		for w := range lw.watchers {
+			w.mu.Lock()
+			if w.unheard {
+				w.unheard = false
+				poke(w.ready)
+			}
+			w.mu.Unlock()
+		}
+		lw.mu.Unlock()
+	}
 }
 
 // stale reports whether the log holds entries not yet handed out (known

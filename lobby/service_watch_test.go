@@ -2,6 +2,7 @@ package lobby_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -22,11 +23,21 @@ func next(t *testing.T, w *lobby.Watcher) lobby.Change {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	u, err := w.Next(ctx)
-	if err != nil {
-		t.Fatalf("Next: %v", err)
+	for {
+		u, err := w.Next(ctx)
+		if errors.Is(err, lobby.ErrNotRunning) {
+			// Run may not have started yet: its start wakes the watcher.
+			select {
+			case <-w.Ready():
+				continue
+			case <-ctx.Done():
+			}
+		}
+		if err != nil {
+			t.Fatalf("Next: %v", err)
+		}
+		return u
 	}
-	return u
 }
 
 // nothingQueued fails if the watcher has an update ready without waiting.
@@ -386,5 +397,105 @@ func TestRelayConsumersShareAndSplit(t *testing.T) {
 		if n != 1 || audit[k] != 1 {
 			t.Fatalf("event %s published %d times by the shared relay, %d by the audit relay", k, n, audit[k])
 		}
+	}
+}
+
+// The context given to Watch bounds the Watcher: once it is done, Next
+// reports the Watcher closed, as after Close.
+func TestWatchContextBoundsWatcher(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(t0)
+	svc := newService(t, memstore.New(), clock)
+	runService(t, svc)
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := svc.Watch(ctx, "l", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	must(t)(svc.Join(context.Background(), "l", "a", nil))
+	if got := reasons(next(t, w)); !slices.Equal(got, []string{"1:joined:a"}) {
+		t.Fatalf("before the context ends: %v", got)
+	}
+	cancel()
+	guard, stop := context.WithTimeout(context.Background(), hangGuard)
+	defer stop()
+	for {
+		_, err := w.Next(guard)
+		if errors.Is(err, lobby.ErrWatchClosed) {
+			break
+		}
+		if errors.Is(err, lobby.ErrNotRunning) {
+			<-w.Ready() // Run has not started yet; Close wakes the reader too
+			continue
+		}
+		if err != nil {
+			t.Fatalf("Next after the Watch context ended: %v, want ErrWatchClosed", err)
+		}
+	}
+	if _, err := svc.Watch(ctx, "l", 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Watch with a done context: %v", err)
+	}
+}
+
+// Change.Revision is the revision clients count, beside the store
+// version: a commit that only ends a connection keeps the revision.
+func TestWatchChangeRevision(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	p := lobby.DefaultPolicy()
+	p.MaxConnectionsPerPlayer = 1
+	svc := newService(t, memstore.New(), clock, lobby.WithPolicy(p))
+	w := watch(t, svc, "l", 0)
+	a1 := must(t)(svc.Join(ctx, "l", "a", nil)).Gen
+	clock.Advance(time.Second)
+	must(t)(svc.Heartbeat(ctx, "l", "a", a1)) // a version, no revision, nothing logged
+	must(t)(svc.Join(ctx, "l", "a", nil))     // supersedes a1: no revision
+	must(t)(svc.Join(ctx, "l", "b", nil))
+	type vr struct{ version, revision uint64 }
+	var got []vr
+	for range 3 {
+		c := next(t, w)
+		got = append(got, vr{c.Version, c.Revision})
+	}
+	want := []vr{{1, 1}, {3, 1}, {4, 2}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("(version, revision) of the changes: %v, want %v", got, want)
+	}
+	late := watch(t, svc, "l", 1)
+	if c := next(t, late); c.Snapshot == nil || c.Revision != 2 || c.Version != 4 {
+		t.Fatalf("a reader at revision 1 first gets %+v, want a snapshot at revision 2, version 4", c)
+	}
+}
+
+// Without Run no other process's commit can arrive: Next says so instead
+// of waiting, still hands out this Service's own commits, and continues in
+// order once Run starts (whose start wakes the Watcher).
+func TestWatchWithoutRun(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	mem := memstore.New()
+	a := newService(t, mem, clock)
+	b := newService(t, mem, clock)
+	runService(t, b)
+	w := watch(t, a, "l", 0)
+	if _, err := w.Next(ctx); !errors.Is(err, lobby.ErrNotRunning) {
+		t.Fatalf("Next without Run: %v, want ErrNotRunning", err)
+	}
+	must(t)(a.Join(ctx, "l", "a", nil))
+	if got := reasons(next(t, w)); !slices.Equal(got, []string{"1:joined:a"}) {
+		t.Fatalf("own commit without Run: %v", got)
+	}
+	must(t)(b.Join(ctx, "l", "b", nil)) // unseen by a until it runs
+	if _, err := w.Next(ctx); !errors.Is(err, lobby.ErrNotRunning) {
+		t.Fatalf("Next without Run after another process's commit: %v, want ErrNotRunning", err)
+	}
+	runService(t, a)
+	select {
+	case <-w.Ready():
+	case <-time.After(hangGuard):
+		t.Fatal("Run's start did not wake the watcher")
+	}
+	if got := reasons(next(t, w)); !slices.Equal(got, []string{"2:joined:b"}) {
+		t.Fatalf("after Run started: %v", got)
 	}
 }

@@ -12,17 +12,20 @@
 //
 // A [Harness] hands the suite empty stores and second handles on them (what
 // another process would open). Optional capabilities are found by type
-// assertion on the harness, and the checks that need one skip, saying so,
-// when it is absent:
+// assertion on the harness, as testing/fstest does, and the checks that
+// need one run only when it is there (a check that cannot apply to a store
+// is not a test of it, so it is not reported as skipped either):
 //
-//   - [Restarter]: a store on a server of its own that the suite may kill
-//     and start again under traffic;
+//   - [Restarter]: a store on a durable server of its own that the suite
+//     may kill and start again under traffic;
+//   - [VolatileRestarter]: the same on a server that comes back empty;
 //   - [RoundTripCounter]: a store that reports the requests it sends to its
 //     server, so that the suite can check that a steady heartbeat and a
 //     visible transition through the Service are one round trip each.
 //
 // Subtests have stable names (TwoServicesExpireHostOnce,
-// KilledServiceLeases, StoreRestart, OneRoundTrip), so that one can run
+// KilledServiceLeases, WatchAcrossServices, StoreRestart/durable,
+// StoreRestart/volatile, OneRoundTrip), so that one can run
 // alone with -run. Checks that draw at random log a seed and replay it from
 // LOBBYHOST_SEED (see storetest.Seed).
 package lobbytest
@@ -54,17 +57,29 @@ type Harness interface {
 // longer than it runs.
 var MinRetention = store.Retention{Entries: 1 << 20, Age: time.Hour}
 
-// Restarter is a Harness whose stores can live on a server of their own,
-// which the suite kills under traffic and starts again.
+// Restarter is a Harness whose stores can live on a durable server of
+// their own, which the suite kills under traffic and starts again: one that
+// keeps every acknowledged write across a kill (PostgreSQL, Redis with
+// appendfsync always).
 type Restarter interface {
 	Harness
-	// Restartable returns an empty store on a server the suite may stop
-	// and start, and that server. durable asks for a server that keeps
-	// every acknowledged write across a kill (PostgreSQL, Redis with
-	// appendfsync always); !durable for one that comes back empty (Redis
-	// without persistence). A harness that cannot offer the mode, or may
-	// not stop its server now, calls t.Skip saying why.
-	Restartable(t *testing.T, durable bool) (store.Store, Server)
+	// Restartable returns an empty store on a durable server the suite
+	// may stop and start, and that server. A harness that may not stop
+	// its server now (say, a shared one without the command that stops
+	// it) calls t.Skip saying why.
+	Restartable(t *testing.T) (store.Store, Server)
+}
+
+// VolatileRestarter is a Harness whose stores can live on a server without
+// persistence that comes back empty after a kill (Redis without an append
+// log). A store whose server always keeps its writes has no such server:
+// its harness does not implement this, and the check does not run.
+type VolatileRestarter interface {
+	Harness
+	// RestartableVolatile returns an empty store on a server that loses
+	// everything when killed, and that server. It may call t.Skip as
+	// Restartable does.
+	RestartableVolatile(t *testing.T) (store.Store, Server)
 }
 
 // Server is a store's server that a Restarter's test may stop and start.
@@ -86,7 +101,7 @@ type RoundTripCounter interface {
 	CountingStore(t *testing.T) (s store.Store, take func() []string)
 }
 
-// ErrorNamer is an optional capability of a Restarter: every error its
+// ErrorNamer is an optional capability of a Restarter or VolatileRestarter: every error its
 // stores return for a failed server call contains StoreName()+": " (say
 // "pgxstore: "), and the restart checks require it, so that an operator can
 // tell which store failed.

@@ -26,10 +26,11 @@ import (
 type memHarness struct{ flaw string }
 
 var (
-	_ store.Notifier             = (*memServer)(nil)
-	_ lobbytest.Restarter        = memHarness{}
-	_ lobbytest.RoundTripCounter = memHarness{}
-	_ lobbytest.ErrorNamer       = memHarness{}
+	_ store.Notifier              = (*memServer)(nil)
+	_ lobbytest.Restarter         = memHarness{}
+	_ lobbytest.VolatileRestarter = memHarness{}
+	_ lobbytest.RoundTripCounter  = memHarness{}
+	_ lobbytest.ErrorNamer        = memHarness{}
 )
 
 func (h memHarness) NewStore(testing.TB) store.Store {
@@ -40,9 +41,14 @@ func (h memHarness) NewStore(testing.TB) store.Store {
 
 func (memHarness) Connect(_ testing.TB, s store.Store) store.Store { return s }
 
-func (h memHarness) Restartable(_ *testing.T, durable bool) (store.Store, lobbytest.Server) {
+func (h memHarness) Restartable(*testing.T) (store.Store, lobbytest.Server) {
 	s := h.NewStore(nil).(*memServer)
-	s.volatile = !durable
+	return s, s
+}
+
+func (h memHarness) RestartableVolatile(*testing.T) (store.Store, lobbytest.Server) {
+	s := h.NewStore(nil).(*memServer)
+	s.volatile = true
 	return s, s
 }
 
@@ -232,6 +238,27 @@ func (s *memServer) CommitLog(ctx context.Context, name, id string, after uint64
 // TestRunService: the suite passes on a correct store, all capabilities
 // included. It is the control for TestBrokenServices.
 func TestRunService(t *testing.T) { lobbytest.RunService(t, memHarness{}) }
+
+// quietHarness hands out memstores with their change notifications hidden
+// (store.Compose passes on only the capabilities named): a store without a
+// Notifier is complete, and the suite must pass on it, watching included.
+type quietHarness struct{}
+
+func (quietHarness) NewStore(testing.TB) store.Store {
+	m := memstore.New(memstore.WithRetention(lobbytest.MinRetention))
+	return store.Compose(m, m, nil, m)
+}
+
+func (quietHarness) Connect(_ testing.TB, s store.Store) store.Store { return s }
+
+// TestRunServiceWithoutNotifier: the suite passes on a store without
+// change notifications, where Run polls the log heads of watched lobbies.
+func TestRunServiceWithoutNotifier(t *testing.T) {
+	if _, ok := (quietHarness{}).NewStore(t).(store.Notifier); ok {
+		t.Fatal("the quiet harness's store offers notifications")
+	}
+	lobbytest.RunService(t, quietHarness{})
+}
 
 // flaws are the broken stores the suite must fail, each with the subtest
 // that must catch it.

@@ -40,7 +40,7 @@ const (
 // committed, its reply lost), holds events committed but not yet published
 // at the kill, and ends in the lobby's current state.
 func testRestartDurable(t *testing.T, r Restarter) {
-	h := startRestartHarness(t, r, true)
+	h := startRestartHarness(t, r, r.Restartable)
 
 	probe := h.joinProbe()
 	h.waitOK("20 successful commands per lobby before the kill", phaseUp, 20)
@@ -155,8 +155,8 @@ func testRestartDurable(t *testing.T, r Restarter) {
 // Commands fail clearly while it is down and work again after, on lobbies
 // that start over: the checks below are what that means for an application
 // (see docs/redis.md).
-func testRestartVolatile(t *testing.T, r Restarter) {
-	h := startRestartHarness(t, r, false)
+func testRestartVolatile(t *testing.T, r VolatileRestarter) {
+	h := startRestartHarness(t, r, r.RestartableVolatile)
 
 	probe := h.joinProbe()
 	h.waitOK("20 successful commands per lobby before the kill", phaseUp, 20)
@@ -257,8 +257,8 @@ const restartWait = 30 * time.Second
 // relayHold is the relay claim hold of the restart tests' Service.
 const relayHold = 200 * time.Millisecond
 
-func startRestartHarness(t *testing.T, r Restarter, durable bool) *restartHarness {
-	st, srv := r.Restartable(t, durable)
+func startRestartHarness(t *testing.T, r Harness, open func(*testing.T) (store.Store, Server)) *restartHarness {
+	st, srv := open(t)
 	h := &restartHarness{t: t, ctx: t.Context(), srv: srv, st: st, pub: &collector{}}
 	if n, ok := r.(ErrorNamer); ok {
 		h.named = n.StoreName() + ": "

@@ -2,6 +2,7 @@ package lobbytest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -20,7 +21,10 @@ import (
 // lobby exactly once and in order, ending at the lobby's final revision,
 // and every connection a commit ended, whichever Service committed it.
 // This is what a store's change notifications and effects log must carry
-// for a server with sockets in several processes.
+// for a server with sockets in several processes. A store without
+// notifications passes too: Run then looks at the log heads every watch
+// poll, on the Services' fake clock, which the check moves on while the
+// watchers wait.
 func testWatchAcrossServices(t *testing.T, h Harness) {
 	ctx := t.Context()
 	seed := rand.Uint64()
@@ -47,7 +51,7 @@ func testWatchAcrossServices(t *testing.T, h Harness) {
 		if i > 0 {
 			s = h.Connect(t, base)
 		}
-		svc := newService(t, s, clock, lobby.WithPolicy(policy))
+		svc := newService(t, s, clock, lobby.WithPolicy(policy), lobby.WithWatchPoll(watchPoll))
 		runCtx, stop := context.WithCancel(ctx)
 		done := make(chan struct{})
 		go func() {
@@ -125,12 +129,23 @@ func testWatchAcrossServices(t *testing.T, h Harness) {
 			final[id] = snap.Revision
 		}
 		var wg sync.WaitGroup
+		stopClock := moveClock(clock)
 		for _, f := range followers {
 			wg.Go(func() {
 				c, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				for f.rev < final[f.id] || len(f.ended) < len(wantEnded[f.id]) {
 					ch, err := f.w.Next(c)
+					if errors.Is(err, lobby.ErrNotRunning) {
+						// Run has not started yet; its start wakes
+						// the watcher.
+						select {
+						case <-f.w.Ready():
+							continue
+						case <-c.Done():
+							err = c.Err()
+						}
+					}
 					if err != nil {
 						t.Errorf("round %d: watcher of %q in Service %d: at revision %d of %d with %d of %d ended connections: %v",
 							round, f.id, f.svc, f.rev, final[f.id], len(f.ended), len(wantEnded[f.id]), err)
@@ -158,6 +173,7 @@ func testWatchAcrossServices(t *testing.T, h Harness) {
 			})
 		}
 		wg.Wait()
+		stopClock()
 		if t.Failed() {
 			return
 		}
@@ -169,4 +185,33 @@ func testWatchAcrossServices(t *testing.T, h Harness) {
 			}
 		}
 	}
+}
+
+// watchPoll is how often the check's Services look at the log heads of the
+// lobbies they watch when the store has no notifications: short against
+// the policy's grace, since the fake clock moves by it while watchers wait.
+const watchPoll = 10 * time.Millisecond
+
+// moveClock advances clock by watchPoll at every tick of a real-time
+// ticker until the returned function is called, so that a Service polling
+// the log heads on it polls while the check waits. It stands for the time
+// that passes while a process waits for news; the check's assertions do
+// not depend on how much of it passes.
+func moveClock(clock *clockwork.FakeClock) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				clock.Advance(watchPoll)
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }

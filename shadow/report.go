@@ -78,10 +78,18 @@ func (e Entry) LobbyhostHost() (string, bool) {
 	return "", false
 }
 
+// timeOfDay and dateTime print a timeline's times to the nanosecond, with
+// a fixed width: a close and the expiry it raced can be microseconds
+// apart, and the report must show which came first and by how much.
+const (
+	timeOfDay = "15:04:05.000000000"
+	dateTime  = "2006-01-02 " + timeOfDay
+)
+
 // Text renders the entry on one line.
 func (e Entry) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %-14s", e.At.UTC().Format("15:04:05.000"), e.Kind)
+	fmt.Fprintf(&b, "%s  %-14s", e.At.UTC().Format(timeOfDay), e.Kind)
 	switch e.Kind {
 	case KindJoin, KindClose:
 		fmt.Fprintf(&b, " %s gen %d", e.Player, e.Gen)
@@ -186,7 +194,7 @@ func (r Report) WriteText(w io.Writer, timelines bool) error {
 		}
 	}
 	if len(r.Advice) > 0 {
-		fmt.Fprintf(&b, "\ngrace advice (covers %.0f%% of observations; the policy is not changed):\n", 100*r.AdviceQuantile)
+		fmt.Fprintf(&b, "\ngrace advice (covers %g%% of observations; the policy is not changed):\n", 100*r.AdviceQuantile)
 		for _, a := range r.Advice {
 			fmt.Fprintf(&b, "  %-12s grace %v (%d returns, %d expired)  heartbeat gap %v (%d timed out)\n",
 				a.Class, a.Grace.Grace, a.Grace.Returns, a.Grace.Expiries, a.HeartbeatGap.Grace, a.HeartbeatGap.Expiries)
@@ -205,7 +213,7 @@ func (r Report) WriteText(w io.Writer, timelines bool) error {
 }
 
 var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
-	"clock": func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000") },
+	"clock": func(t time.Time) string { return t.UTC().Format(dateTime) },
 	"legacy": func(e Entry) string {
 		if h, ok := e.LegacyHost(); ok {
 			return hostName(h)

@@ -260,7 +260,7 @@ func TestReportsHoldPseudonymsOnly(t *testing.T) {
 	if !strings.Contains(page.String(), "&lt;script&gt;") {
 		t.Errorf("the HTML page lacks the escaped lobby ID:\n%s", page.String())
 	}
-	if !strings.Contains(page.String(), `<tr class="disagreement"><td>2026-03-01 09:00:00.000</td><td>disagreement</td><td></td><td></td><td>`+pb+`</td><td>`+pa+`</td>`) {
+	if !strings.Contains(page.String(), `<tr class="disagreement"><td>2026-03-01 09:00:00.000000000</td><td>disagreement</td><td></td><td></td><td>`+pb+`</td><td>`+pa+`</td>`) {
 		t.Errorf("the HTML timeline lacks the disagreement row (legacy %s, lobbyhost %s):\n%s", pb, pa, page.String())
 	}
 	if len(rep.Lobbies) != 1 || len(rep.Lobbies[0].Entries) == 0 {

@@ -56,11 +56,9 @@ func (h harness) ownPool(t testing.TB) *pgxpool.Pool {
 
 // Restartable stops and starts the test server itself with the command in
 // LOBBYHOST_POSTGRES_CTL. PostgreSQL keeps every committed transaction, so
-// there is no volatile mode.
-func (h harness) Restartable(t *testing.T, durable bool) (store.Store, lobbytest.Server) {
-	if !durable {
-		t.Skip("PostgreSQL keeps every committed transaction: there is no server without persistence to test")
-	}
+// the harness is no lobbytest.VolatileRestarter: there is no server without
+// persistence to test.
+func (h harness) Restartable(t *testing.T) (store.Store, lobbytest.Server) {
 	skipWithoutCtl(t)
 	base := h.NewStore(t)
 	s, err := New(h.ownPool(t), WithSchema(base.(*Store).Schema()), WithRetention(lobbytest.MinRetention))

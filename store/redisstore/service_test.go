@@ -29,9 +29,10 @@ func newHarness(shards int) *harness {
 }
 
 var (
-	_ lobbytest.Restarter        = (*harness)(nil)
-	_ lobbytest.RoundTripCounter = (*harness)(nil)
-	_ lobbytest.ErrorNamer       = (*harness)(nil)
+	_ lobbytest.Restarter         = (*harness)(nil)
+	_ lobbytest.VolatileRestarter = (*harness)(nil)
+	_ lobbytest.RoundTripCounter  = (*harness)(nil)
+	_ lobbytest.ErrorNamer        = (*harness)(nil)
 )
 
 func (h *harness) NewStore(t testing.TB) store.Store {
@@ -69,13 +70,18 @@ func (h *harness) Connect(t testing.TB, s store.Store) store.Store {
 	return s2
 }
 
-// Restartable starts a redis-server of its own: with appendfsync always
-// when durable, without persistence otherwise.
-func (h *harness) Restartable(t *testing.T, durable bool) (store.Store, lobbytest.Server) {
-	args := []string{"--appendonly", "no"}
-	if durable {
-		args = []string{"--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir()}
-	}
+// Restartable starts a redis-server of its own with appendfsync always.
+func (h *harness) Restartable(t *testing.T) (store.Store, lobbytest.Server) {
+	return h.restartable(t, "--appendonly", "yes", "--appendfsync", "always", "--dir", t.TempDir())
+}
+
+// RestartableVolatile starts a redis-server of its own without
+// persistence.
+func (h *harness) RestartableVolatile(t *testing.T) (store.Store, lobbytest.Server) {
+	return h.restartable(t, "--appendonly", "no")
+}
+
+func (h *harness) restartable(t *testing.T, args ...string) (store.Store, lobbytest.Server) {
 	srv := startServer(t, args...)
 	s, err := redisstore.New(dial(t, srv.addr()), redisstore.WithPrefix("svc"), redisstore.WithShards(h.shards), redisstore.WithRetention(lobbytest.MinRetention))
 	if err != nil {

@@ -89,29 +89,37 @@ func (s *server) forget(rm *room, done int) {
 	}
 }
 
-// socket joins the ticket's user, then completes the upgrade, then serves
-// the socket until it closes.
+// socket joins the ticket's user and registers the socket with the room in
+// one critical section, then completes the upgrade, then serves the socket
+// until it closes. Registering before the upgrade matters: the client may
+// act as soon as its handshake completes, and a change committed between
+// the join and a later registration would reach the socket only folded into
+// its first state, without its reason.
 func (s *server) socket(w http.ResponseWriter, r *http.Request) {
 	tk, rm, ok := s.redeem(r.URL.Query().Get("ticket"))
 	if !ok {
 		http.Error(w, `{"error":"ticket_unknown"}`, http.StatusUnauthorized)
 		return
 	}
+	sk := &sock{out: make(chan []byte, sendQueue)}
 	rm.mu.Lock()
 	m := rm.join(tk.user)
+	rm.socks[sk] = true
+	sk.send(rm.state("snapshot", ""))
 	rm.mu.Unlock()
 	conn, err := websocket.Accept(w, r, nil)
+	rm.mu.Lock()
 	if err != nil {
-		rm.mu.Lock()
+		delete(rm.socks, sk)
 		rm.socketClosed(m)
 		s.forget(rm, 1)
 		rm.mu.Unlock()
 		return
 	}
-	sk := &sock{conn: conn, out: make(chan []byte, sendQueue)}
-	rm.mu.Lock()
-	rm.socks[sk] = true
-	sk.send(rm.state("snapshot", ""))
+	sk.conn = conn
+	if sk.cut {
+		conn.CloseNow() // its queue overflowed during the upgrade
+	}
 	s.forget(rm, 1)
 	rm.mu.Unlock()
 
@@ -133,9 +141,12 @@ func (s *server) socket(w http.ResponseWriter, r *http.Request) {
 // sendQueue is how many states may wait for a slow socket before it is cut.
 const sendQueue = 256
 
-// sock is one open socket; its writer goroutine drains out in order.
+// sock is one socket of a room, registered from its join on; its writer
+// goroutine drains out in order once the upgrade completed. conn and cut
+// are guarded by the room's mutex.
 type sock struct {
-	conn *websocket.Conn
+	conn *websocket.Conn // nil until the upgrade completes
+	cut  bool            // the queue overflowed before the upgrade completed
 	out  chan []byte
 }
 
@@ -145,6 +156,10 @@ func (sk *sock) send(msg []byte) {
 	select {
 	case sk.out <- msg:
 	default:
+		if sk.conn == nil {
+			sk.cut = true
+			return
+		}
 		sk.conn.CloseNow()
 	}
 }
