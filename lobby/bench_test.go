@@ -11,6 +11,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 )
 
@@ -19,19 +20,19 @@ var benchPlayers = [4]string{"p-17", "p-23", "p-41", "p-62"}
 // fourMemberLobby returns a machine and a lobby of four online members, and
 // the generation of each. Heartbeat deadlines are disabled unless
 // withTTL: the benchmarks that do not heartbeat run for longer than a TTL.
-func fourMemberLobby(b *testing.B, withTTL bool) (*lobby.Machine, *lobby.State, [4]uint64) {
+func fourMemberLobby(b *testing.B, withTTL bool) (*rules.Machine, *rules.State, [4]uint64) {
 	p := lobby.DefaultPolicy()
 	if !withTTL {
 		p.HeartbeatTTL = 0
 	}
-	m, err := lobby.NewMachine(p)
+	m, err := rules.NewMachine(p)
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := lobby.NewState("bench", 0)
+	s := rules.NewState("bench", 0)
 	var gens [4]uint64
 	for i, p := range benchPlayers {
-		res, err := m.Apply(s, lobby.Join(p, nil), t0)
+		res, err := m.Apply(s, rules.Join(p, nil), t0)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -49,7 +50,7 @@ func BenchmarkMachineHeartbeat(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		now = now.Add(time.Millisecond)
-		res, err := m.Apply(s, lobby.Heartbeat(benchPlayers[i&3], gens[i&3]), now)
+		res, err := m.Apply(s, rules.Heartbeat(benchPlayers[i&3], gens[i&3]), now)
 		if err != nil || res.Outcome != lobby.OutcomeApplied {
 			b.Fatal(res.Outcome, err)
 		}
@@ -65,10 +66,10 @@ func BenchmarkMachineHeartbeatBlocks(b *testing.B) {
 			m, s, gens := fourMemberLobby(b, true)
 			for i := range blocks {
 				kicked := fmt.Sprintf("kicked-%04d", i)
-				if _, err := m.Apply(s, lobby.Join(kicked, nil), t0); err != nil {
+				if _, err := m.Apply(s, rules.Join(kicked, nil), t0); err != nil {
 					b.Fatal(err)
 				}
-				if _, err := m.Apply(s, lobby.Kick("", kicked, 24*time.Hour), t0); err != nil {
+				if _, err := m.Apply(s, rules.Kick("", kicked, 24*time.Hour), t0); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -77,7 +78,7 @@ func BenchmarkMachineHeartbeatBlocks(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				now = now.Add(time.Millisecond)
-				res, err := m.Apply(s, lobby.Heartbeat(benchPlayers[i&3], gens[i&3]), now)
+				res, err := m.Apply(s, rules.Heartbeat(benchPlayers[i&3], gens[i&3]), now)
 				if err != nil || res.Outcome != lobby.OutcomeApplied {
 					b.Fatal(res.Outcome, err)
 				}
@@ -97,10 +98,10 @@ func BenchmarkMachineCommands(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			now = now.Add(time.Millisecond)
 			p := i & 3
-			if _, err := m.Apply(s, lobby.Disconnect(benchPlayers[p], gens[p]), now); err != nil {
+			if _, err := m.Apply(s, rules.Disconnect(benchPlayers[p], gens[p]), now); err != nil {
 				b.Fatal(err)
 			}
-			res, err := m.Apply(s, lobby.Join(benchPlayers[p], nil), now)
+			res, err := m.Apply(s, rules.Join(benchPlayers[p], nil), now)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -114,19 +115,19 @@ func BenchmarkMachineCommands(b *testing.B) {
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
 			now = now.Add(time.Millisecond)
-			if _, err := m.Apply(s, lobby.TransferHost(s.Host, benchPlayers[(i+1)&3]), now); err != nil {
+			if _, err := m.Apply(s, rules.TransferHost(s.Host, benchPlayers[(i+1)&3]), now); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("encode+decode", func(b *testing.B) {
 		_, s, _ := fourMemberLobby(b, false)
-		buf := lobby.AppendState(nil, s)
+		buf := rules.AppendState(nil, s)
 		b.ReportAllocs()
 		b.ResetTimer()
 		for i := 0; i < b.N; i++ {
-			buf = lobby.AppendState(buf[:0], s)
-			if _, err := lobby.DecodeState(buf); err != nil {
+			buf = rules.AppendState(buf[:0], s)
+			if _, err := rules.DecodeState(buf); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 	"github.com/lobbyhost/lobbyhost/succession"
 )
@@ -17,18 +18,18 @@ import (
 // The pure machine: time is an argument, so a whole history is replayed
 // without waiting.
 func ExampleMachine() {
-	m, _ := lobby.NewMachine(lobby.DefaultPolicy()) // grace 8 s, heartbeat TTL 15 s
-	s := lobby.NewState("room-1", 0)
+	m, _ := rules.NewMachine(lobby.DefaultPolicy()) // grace 8 s, heartbeat TTL 15 s
+	s := rules.NewState("room-1", 0)
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-	host, _ := m.Apply(s, lobby.Join("ana", nil), t0)
-	m.Apply(s, lobby.Join("bo", nil), t0.Add(time.Second))
-	m.Apply(s, lobby.Disconnect("ana", host.Gen), t0.Add(2*time.Second))
+	host, _ := m.Apply(s, rules.Join("ana", nil), t0)
+	m.Apply(s, rules.Join("bo", nil), t0.Add(time.Second))
+	m.Apply(s, rules.Disconnect("ana", host.Gen), t0.Add(2*time.Second))
 	fmt.Println("after the drop:", s.Host, "revision", s.Revision)
 
 	// Ten seconds later bo heartbeats; first, ana's grace (which ran out at
 	// 2 s + 8 s) is applied as of its deadline.
-	res, _ := m.Apply(s, lobby.Heartbeat("bo", 2), t0.Add(12*time.Second))
+	res, _ := m.Apply(s, rules.Heartbeat("bo", 2), t0.Add(12*time.Second))
 	for _, e := range res.Events {
 		fmt.Println(e.Revision, e.Reason, e.Subject, "host:", e.Host, "at", e.At.Sub(t0))
 	}
@@ -115,13 +116,13 @@ func Example_fencing() {
 func ExampleUpdate() {
 	p := lobby.DefaultPolicy()
 	p.Succession.Eligible = func(c succession.Candidate) bool { return c.Attrs["role"] != "spectator" }
-	m, _ := lobby.NewMachine(p)
-	s := lobby.NewState("room-1", 0)
+	m, _ := rules.NewMachine(p)
+	s := rules.NewState("room-1", 0)
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-	m.Apply(s, lobby.Join("ana", map[string]string{"role": "spectator"}), t0)
+	m.Apply(s, rules.Join("ana", map[string]string{"role": "spectator"}), t0)
 	fmt.Printf("host %q\n", s.Host)
-	res, _ := m.Apply(s, lobby.Update("ana", map[string]string{"role": "player"}), t0.Add(time.Second))
+	res, _ := m.Apply(s, rules.Update("ana", map[string]string{"role": "player"}), t0.Add(time.Second))
 	e := res.Events[0]
 	fmt.Println(e.Reason, e.Subject, "host:", e.Host, "attrs:", e.Members[0].Attrs)
 	// Output:
@@ -132,21 +133,21 @@ func ExampleUpdate() {
 // Kick removes a member at once. The host (also while in its grace) or the
 // server may kick; a block keeps the player out until it ends.
 func ExampleKick() {
-	m, _ := lobby.NewMachine(lobby.DefaultPolicy())
-	s := lobby.NewState("room-1", 0)
+	m, _ := rules.NewMachine(lobby.DefaultPolicy())
+	s := rules.NewState("room-1", 0)
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	m.Apply(s, lobby.Join("ana", nil), t0)
-	m.Apply(s, lobby.Join("bo", nil), t0)
+	m.Apply(s, rules.Join("ana", nil), t0)
+	m.Apply(s, rules.Join("bo", nil), t0)
 
-	_, err := m.Apply(s, lobby.Kick("bo", "ana", 0), t0.Add(time.Second))
+	_, err := m.Apply(s, rules.Kick("bo", "ana", 0), t0.Add(time.Second))
 	fmt.Println("bo kicks ana:", errors.Is(err, lobby.ErrNotHost))
 
-	res, _ := m.Apply(s, lobby.Kick("ana", "bo", time.Minute), t0.Add(time.Second))
+	res, _ := m.Apply(s, rules.Kick("ana", "bo", time.Minute), t0.Add(time.Second))
 	fmt.Println(res.Events[0].Reason, res.Events[0].Subject, "blocked until", s.BlockedUntil().Sub(t0))
 
-	_, err = m.Apply(s, lobby.Join("bo", nil), t0.Add(time.Minute))
+	_, err = m.Apply(s, rules.Join("bo", nil), t0.Add(time.Minute))
 	fmt.Println("bo at 1m:", errors.Is(err, lobby.ErrBlocked))
-	_, err = m.Apply(s, lobby.Join("bo", nil), t0.Add(time.Minute+time.Second))
+	_, err = m.Apply(s, rules.Join("bo", nil), t0.Add(time.Minute+time.Second))
 	fmt.Println("bo at 1m1s:", err)
 	// Output:
 	// bo kicks ana: true
@@ -157,18 +158,18 @@ func ExampleKick() {
 
 // A locked lobby refuses new players, never members coming back.
 func ExampleLock() {
-	m, _ := lobby.NewMachine(lobby.DefaultPolicy())
-	s := lobby.NewState("room-1", 0)
+	m, _ := rules.NewMachine(lobby.DefaultPolicy())
+	s := rules.NewState("room-1", 0)
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	ana, _ := m.Apply(s, lobby.Join("ana", nil), t0)
+	ana, _ := m.Apply(s, rules.Join("ana", nil), t0)
 
-	res, _ := m.Apply(s, lobby.Lock("ana", true), t0)
+	res, _ := m.Apply(s, rules.Lock("ana", true), t0)
 	fmt.Println(res.Events[0].Reason, "by", res.Events[0].Subject)
-	_, err := m.Apply(s, lobby.Join("bo", nil), t0)
+	_, err := m.Apply(s, rules.Join("bo", nil), t0)
 	fmt.Println("bo:", errors.Is(err, lobby.ErrLocked))
 
-	m.Apply(s, lobby.Disconnect("ana", ana.Gen), t0)
-	res, err = m.Apply(s, lobby.Join("ana", nil), t0.Add(time.Second))
+	m.Apply(s, rules.Disconnect("ana", ana.Gen), t0)
+	res, err = m.Apply(s, rules.Join("ana", nil), t0.Add(time.Second))
 	fmt.Println("ana:", res.Events[0].Reason, err)
 	// Output:
 	// locked by ana
@@ -179,20 +180,20 @@ func ExampleLock() {
 // Configure gives one lobby its own values for some settings of the policy;
 // they apply to deadlines set after it.
 func ExampleConfigure() {
-	m, _ := lobby.NewMachine(lobby.DefaultPolicy()) // grace 8 s
-	s := lobby.NewState("room-1", 0)
+	m, _ := rules.NewMachine(lobby.DefaultPolicy()) // grace 8 s
+	s := rules.NewState("room-1", 0)
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 	o := lobby.Overrides{}.WithGrace(30 * time.Second).WithMaxMembers(2)
-	res, _ := m.Apply(s, lobby.Configure(o), t0)
+	res, _ := m.Apply(s, rules.Configure(o), t0)
 	fmt.Println(res.Events[0].Reason, "changed:", res.Changed)
 
-	ana, _ := m.Apply(s, lobby.Join("ana", nil), t0)
-	m.Apply(s, lobby.Join("bo", nil), t0)
-	_, err := m.Apply(s, lobby.Join("cy", nil), t0)
+	ana, _ := m.Apply(s, rules.Join("ana", nil), t0)
+	m.Apply(s, rules.Join("bo", nil), t0)
+	_, err := m.Apply(s, rules.Join("cy", nil), t0)
 	fmt.Println("cy:", errors.Is(err, lobby.ErrLobbyFull))
 
-	m.Apply(s, lobby.Disconnect("ana", ana.Gen), t0)
+	m.Apply(s, rules.Disconnect("ana", ana.Gen), t0)
 	fmt.Println("ana may come back for", s.View()[0].ReconnectDeadline.Sub(t0))
 	// Output:
 	// configured changed: true
@@ -202,11 +203,11 @@ func ExampleConfigure() {
 
 // Events have a documented JSON form for clients.
 func ExampleEvent_MarshalJSON() {
-	m, _ := lobby.NewMachine(lobby.DefaultPolicy())
-	s := lobby.NewState("room-1", 0)
+	m, _ := rules.NewMachine(lobby.DefaultPolicy())
+	s := rules.NewState("room-1", 0)
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	ana, _ := m.Apply(s, lobby.Join("ana", map[string]string{"role": "captain"}), t0)
-	res, _ := m.Apply(s, lobby.Disconnect("ana", ana.Gen), t0.Add(time.Second))
+	ana, _ := m.Apply(s, rules.Join("ana", map[string]string{"role": "captain"}), t0)
+	res, _ := m.Apply(s, rules.Disconnect("ana", ana.Gen), t0.Add(time.Second))
 
 	data, _ := json.MarshalIndent(res.Events[0], "", "  ")
 	fmt.Println(string(data))

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/store"
@@ -55,7 +57,7 @@ var ErrRunning = errors.New("lobby: service already running")
 // compare-and-set.
 type Service struct {
 	st      store.Store
-	m       *Machine
+	m       *rules.Machine
 	clock   clockwork.Clock
 	cfg     config
 	log     *slog.Logger
@@ -116,7 +118,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 			return nil, err
 		}
 	}
-	m, err := NewMachine(cfg.policy)
+	m, err := rules.NewMachine(cfg.policy)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +141,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 	s.hub = newWatchHub(s, cfg.watchBuf)
 	s.batch = newGroupCommit(st, cfg.batchSize, cfg.inFlight)
 	if cfg.class != nil {
-		s.advice = newAdviceBook(cfg.class, m.p.HeartbeatTTL)
+		s.advice = newAdviceBook(cfg.class, m.Policy().HeartbeatTTL)
 	}
 	s.nextWakeNs.Store(math.MaxInt64)
 	s.awakeMinNs.Store(math.MaxInt64)
@@ -147,7 +149,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 }
 
 // Policy returns the Service's policy.
-func (s *Service) Policy() Policy { return s.m.p }
+func (s *Service) Policy() Policy { return s.m.Policy() }
 
 // Join admits player to lobby id: a new member, a reconnecting member
 // coming back, or one more connection (tab) of an online member. The
@@ -167,7 +169,7 @@ func (s *Service) Policy() Policy { return s.m.p }
 // further tabs of members are never refused for the cap or the lock. Store
 // failures are as for Do.
 func (s *Service) Join(ctx context.Context, id, player string, attrs map[string]string) (Result, error) {
-	return s.Do(ctx, id, Join(player, attrs))
+	return s.Do(ctx, id, rules.Join(player, attrs))
 }
 
 // Heartbeat keeps generation gen of player alive. A generation that has
@@ -175,13 +177,13 @@ func (s *Service) Join(ctx context.Context, id, player string, attrs map[string]
 // OutcomeStale: the transport should close that socket and have the client
 // join again.
 func (s *Service) Heartbeat(ctx context.Context, id, player string, gen uint64) (Result, error) {
-	return s.Do(ctx, id, Heartbeat(player, gen))
+	return s.Do(ctx, id, rules.Heartbeat(player, gen))
 }
 
 // Disconnect reports that generation gen of player closed. A close for an
 // ended generation is a harmless no-op reported as OutcomeStale.
 func (s *Service) Disconnect(ctx context.Context, id, player string, gen uint64) (Result, error) {
-	return s.Do(ctx, id, Disconnect(player, gen))
+	return s.Do(ctx, id, rules.Disconnect(player, gen))
 }
 
 // ExpireLease applies the deadline named by (player, gen) if it is due,
@@ -190,20 +192,20 @@ func (s *Service) Disconnect(ctx context.Context, id, player string, gen uint64)
 // OutcomeNotDue if it is still pending, OutcomeStale otherwise. observedAt
 // is for diagnostics only. Calling it again is harmless.
 func (s *Service) ExpireLease(ctx context.Context, id, player string, gen uint64, observedAt time.Time) (Result, error) {
-	return s.Do(ctx, id, ExpireLease(player, gen, observedAt))
+	return s.Do(ctx, id, rules.ExpireLease(player, gen, observedAt))
 }
 
 // Leave removes player from lobby id now, with every connection and no
 // grace. Leaving a lobby one is not in is a no-op (OutcomeNoop).
 func (s *Service) Leave(ctx context.Context, id, player string) (Result, error) {
-	return s.Do(ctx, id, Leave(player))
+	return s.Do(ctx, id, rules.Leave(player))
 }
 
 // TransferHost makes to the host of lobby id, judged on the current state:
 // ErrNotHost if actor does not host it now, ErrNotMember if to is not a
 // member, ErrNotEligible if to may not host now; naming oneself is a no-op.
 func (s *Service) TransferHost(ctx context.Context, id, actor, to string) (Result, error) {
-	return s.Do(ctx, id, TransferHost(actor, to))
+	return s.Do(ctx, id, rules.TransferHost(actor, to))
 }
 
 // Update replaces player's attributes in lobby id (nil or empty clears
@@ -214,7 +216,7 @@ func (s *Service) TransferHost(ctx context.Context, id, actor, to string) (Resul
 // an empty host seat is filled). A player that is not a member gets
 // ErrNotMember.
 func (s *Service) Update(ctx context.Context, id, player string, attrs map[string]string) (Result, error) {
-	return s.Do(ctx, id, Update(player, attrs))
+	return s.Do(ctx, id, rules.Update(player, attrs))
 }
 
 // Kick removes target from lobby id now, with every connection and no
@@ -229,7 +231,7 @@ func (s *Service) Update(ctx context.Context, id, player string, attrs map[strin
 // the actor and the target). A host kicking itself leaves (reason left, no
 // block).
 func (s *Service) Kick(ctx context.Context, id, actor, target string, block time.Duration) (Result, error) {
-	return s.Do(ctx, id, Kick(actor, target, block))
+	return s.Do(ctx, id, rules.Kick(actor, target, block))
 }
 
 // Lock closes lobby id to new players (locked true) or opens it again.
@@ -239,7 +241,7 @@ func (s *Service) Kick(ctx context.Context, id, actor, target string, block time
 // transition that removes the last member; the server's stays until it is
 // unlocked.
 func (s *Service) Lock(ctx context.Context, id, actor string, locked bool) (Result, error) {
-	return s.Do(ctx, id, Lock(actor, locked))
+	return s.Do(ctx, id, rules.Lock(actor, locked))
 }
 
 // Configure replaces lobby id's overrides of the Service's policy (grace,
@@ -249,7 +251,7 @@ func (s *Service) Lock(ctx context.Context, id, actor string, locked bool) (Resu
 // and a lower bound on blocks lifts no block. Overrides that
 // make an invalid policy get ErrInvalidPolicy.
 func (s *Service) Configure(ctx context.Context, id string, o Overrides) (Result, error) {
-	return s.Do(ctx, id, Configure(o))
+	return s.Do(ctx, id, rules.Configure(o))
 }
 
 // Snapshot is the current view of a lobby, as clients see it. Its JSON form
@@ -278,13 +280,13 @@ type Snapshot struct {
 // (or at its floor, after Reclaim).
 func (s *Service) Snapshot(ctx context.Context, id string) (Snapshot, error) {
 	var snap Snapshot
-	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State, _ uint64) {
+	_, err := s.transact(ctx, id, txn{cmd: rules.Tick(), view: func(st *rules.State, _ uint64) {
 		snap = snapshotOf(st)
 	}})
 	return snap, err
 }
 
-func snapshotOf(st *State) Snapshot {
+func snapshotOf(st *rules.State) Snapshot {
 	members := st.View()
 	if members == nil {
 		members = []MemberView{}
@@ -306,7 +308,7 @@ func snapshotOf(st *State) Snapshot {
 // reclaimed: nil. The lobby's effects log is not affected: its entries
 // stay readable for the store's retention.
 func (s *Service) Reclaim(ctx context.Context, id string) error {
-	_, err := s.transact(ctx, id, txn{cmd: Tick(), reclaim: true})
+	_, err := s.transact(ctx, id, txn{cmd: rules.Tick(), reclaim: true})
 	return err
 }
 
@@ -321,7 +323,7 @@ func (s *Service) Reclaim(ctx context.Context, id string) error {
 // ErrContention; store failures come back wrapped (errors.Is works with the
 // store sentinels and context errors). While another command of this
 // Service holds the lobby, Do waits for it, no longer than ctx allows.
-func (s *Service) Do(ctx context.Context, id string, cmd Command) (Result, error) {
+func (s *Service) Do(ctx context.Context, id string, cmd rules.Command) (Result, error) {
 	return s.transact(ctx, id, txn{cmd: cmd})
 }
 

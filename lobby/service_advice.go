@@ -5,6 +5,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/lobbyhost/lobbyhost/lease"
 )
 
@@ -85,11 +87,11 @@ func (b *adviceBook) of(lobby, player string) *classAdvisors {
 }
 
 // record takes what one successful command measured.
-func (b *adviceBook) record(lobby string, cmd Command, res Result) {
-	if cmd.Op == OpJoin && res.Away > 0 {
+func (b *adviceBook) record(lobby string, cmd rules.Command, res Result) {
+	if cmd.Op == rules.OpJoin && res.Away > 0 {
 		b.of(lobby, cmd.Player).grace.ObserveReturn(res.Away)
 	}
-	if cmd.Op == OpHeartbeat && res.Slack > 0 && b.ttl > 0 {
+	if cmd.Op == rules.OpHeartbeat && res.Slack > 0 && b.ttl > 0 {
 		b.of(lobby, cmd.Player).beats.ObserveReturn(max(0, b.ttl-res.Slack))
 	}
 	for _, e := range res.Ended {

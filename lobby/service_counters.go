@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 // Counters is an Observer that counts what operators want to see: how
@@ -65,7 +67,7 @@ func (c *Counters) Observe(_ context.Context, o Observation) {
 		return
 	}
 	r := o.Result
-	if r.Outcome == OutcomeStale && (o.Command.Op == OpHeartbeat || o.Command.Op == OpDisconnect) {
+	if r.Outcome == OutcomeStale && (o.Command.Op == rules.OpHeartbeat || o.Command.Op == rules.OpDisconnect) {
 		c.stale.Add(1)
 	}
 	for _, e := range r.Ended {

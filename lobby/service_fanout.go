@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 // Sink is where an Attachment delivers: one socket, as the transport
@@ -190,7 +192,7 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 
 	var snap Snapshot
 	var version uint64
-	res, err := r.svc.transact(ctx, id, txn{cmd: Join(player, attrs), view: func(st *State, v uint64) {
+	res, err := r.svc.transact(ctx, id, txn{cmd: rules.Join(player, attrs), view: func(st *rules.State, v uint64) {
 		snap, version = snapshotOf(st), v
 		// The first join of the room starts its watch at its own
 		// commit; the lobby's lock keeps any other commit of this

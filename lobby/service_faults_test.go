@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 )
@@ -145,7 +146,7 @@ func TestRefusedReclaimLeavesNothingBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored, err := lobby.DecodeState(rec.Data)
+	stored, err := rules.DecodeState(rec.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +166,7 @@ type blockingObserver struct {
 }
 
 func (o *blockingObserver) Observe(_ context.Context, obs lobby.Observation) {
-	if obs.Command.Op != lobby.OpJoin {
+	if obs.Command.Op != rules.OpJoin {
 		return
 	}
 	o.once.Do(func() {
@@ -395,11 +396,11 @@ func TestErrorsNameNoPlayer(t *testing.T) {
 		}
 	}
 	// A corrupt record: a player listed twice.
-	st := lobby.NewState("m", 0)
+	st := rules.NewState("m", 0)
 	st.NextJoinSeq, st.NextGen, st.Revision, st.Updated = 3, 3, 2, t0
-	st.Members = []lobby.Member{
-		{Player: secret, JoinSeq: 1, LastGen: 1, Conns: []lobby.Conn{{Gen: 1}}},
-		{Player: secret, JoinSeq: 2, LastGen: 2, Conns: []lobby.Conn{{Gen: 2}}},
+	st.Members = []rules.Member{
+		{Player: secret, JoinSeq: 1, LastGen: 1, Conns: []rules.Conn{{Gen: 1}}},
+		{Player: secret, JoinSeq: 2, LastGen: 2, Conns: []rules.Conn{{Gen: 2}}},
 	}
 	if err := st.Validate(); !errors.Is(err, lobby.ErrCorrupt) || strings.Contains(err.Error(), secret) {
 		t.Errorf("corrupt record: %v, want ErrCorrupt naming no player", err)

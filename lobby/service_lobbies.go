@@ -5,6 +5,8 @@ import (
 	"hash/maphash"
 	"sync"
 	"time"
+
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 // lobbyTable is the Service's in-memory side of its lobbies: for each lobby
@@ -44,7 +46,7 @@ type slot struct {
 	sem chan struct{}
 
 	// Guarded by sem (the lobby's lock).
-	state   *State // the committed lobby at version, or nil: load first
+	state   *rules.State // the committed lobby at version, or nil: load first
 	version uint64
 
 	// Guarded by the shard's mutex.

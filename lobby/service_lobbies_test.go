@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/store/memstore"
@@ -115,7 +117,7 @@ func TestCatchUpOnlyWriteKeepsLastDeadlineTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := DecodeState(rec.Data)
+	st, err := rules.DecodeState(rec.Data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +161,7 @@ func TestHeartbeatUnderTTLZeroLeavesNoDeadline(t *testing.T) {
 	if !rec.Deadline.IsZero() {
 		t.Fatalf("store deadline %v, want none", rec.Deadline)
 	}
-	st, err := DecodeState(rec.Data)
+	st, err := rules.DecodeState(rec.Data)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/jonboulle/clockwork"
 )
 
@@ -30,7 +32,7 @@ func (f PublisherFunc) Publish(ctx context.Context, events []Event) error { retu
 // Observation describes one command a Service handled, for metrics.
 type Observation struct {
 	Lobby   string
-	Command Command
+	Command rules.Command
 	// Result is what the command did; zero when Err is set.
 	Result Result
 	// Err is the command's error (a refusal, a store failure), if any.

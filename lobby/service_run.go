@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
@@ -270,7 +272,7 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 		progress := false
 		var mu sync.Mutex // guards changed, errs and progress
 		advance := func(id string) {
-			res, err := s.transact(ctx, id, txn{cmd: Tick(), idle: true})
+			res, err := s.transact(ctx, id, txn{cmd: rules.Tick(), idle: true})
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -433,7 +435,7 @@ func (s *Service) relayLobby(ctx context.Context, c store.Cursor) (int, error) {
 	}
 	var events []Event
 	for _, e := range entries {
-		fx, err := DecodeEffects(e.Data)
+		fx, err := rules.DecodeEffects(e.Data)
 		if err != nil {
 			s.log.Error("lobby effects entry dropped", "lobby", c.Lobby, "version", e.Version, "err", err)
 			continue

@@ -41,6 +41,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jonboulle/clockwork"
@@ -110,7 +112,7 @@ type simActor struct {
 }
 
 type simCmd struct {
-	cmd Command
+	cmd rules.Command
 	own bool // the operation's own command (not a nested Observer call)
 }
 
@@ -164,7 +166,7 @@ func (s *sim) run(a *simActor) error {
 	s.current = nil
 	if a.done {
 		s.actors = slices.DeleteFunc(s.actors, func(x *simActor) bool { return x == a })
-		if op := a.op; op.kind == "cmd" && op.cmd.Op == OpJoin && op.err == nil {
+		if op := a.op; op.kind == "cmd" && op.cmd.Op == rules.OpJoin && op.err == nil {
 			k := [2]string{op.lobby, op.cmd.Player}
 			s.gens[k] = append(s.gens[k], op.res.Gen)
 		}
@@ -196,7 +198,7 @@ type simCommit struct {
 	// reads its clock once per attempt). Zero if no actor wrote.
 	judgedAt time.Time
 	op       *simOp // the operation whose actor made it
-	cmd      Command
+	cmd      rules.Command
 	own      bool
 }
 
@@ -244,7 +246,7 @@ func faultErr(f int) error {
 func (st *simStore) top() (*simOp, simCmd) {
 	a := st.sim.current
 	if a == nil || len(a.cmds) == 0 {
-		return nil, simCmd{cmd: Tick()}
+		return nil, simCmd{cmd: rules.Tick()}
 	}
 	return a.op, a.cmds[len(a.cmds)-1]
 }
@@ -456,7 +458,7 @@ func (o simObserver) Observe(_ context.Context, obs Observation) {
 	// Sometimes read the same lobby from inside the Observer, as a metrics
 	// exporter might: it must not deadlock.
 	if top.own && simNestedObserver && s.rng.IntN(8) == 0 && !a.svc.dead {
-		a.cmds = append(a.cmds, simCmd{cmd: Tick()})
+		a.cmds = append(a.cmds, simCmd{cmd: rules.Tick()})
 		_, _ = a.svc.svc.Snapshot(a.ctx, obs.Lobby)
 		a.cmds = a.cmds[:len(a.cmds)-1]
 	}
@@ -518,7 +520,7 @@ type simJudged struct {
 type simOp struct {
 	kind   string // "cmd", "snapshot", "reclaim", "sweep", "relay"
 	lobby  string
-	cmd    Command
+	cmd    rules.Command
 	svc    int
 	res    Result
 	err    error
@@ -564,33 +566,33 @@ func (s *sim) drawOp() *simOp {
 				break
 			}
 		}
-		op.cmd = Kick(actor(), p, []time.Duration{0, time.Second, time.Minute, time.Hour}[s.rng.IntN(4)])
+		op.cmd = rules.Kick(actor(), p, []time.Duration{0, time.Second, time.Minute, time.Hour}[s.rng.IntN(4)])
 	case r >= 100:
-		op.cmd = Lock(actor(), s.rng.IntN(2) == 0)
+		op.cmd = rules.Lock(actor(), s.rng.IntN(2) == 0)
 	case r < 22:
 		var attrs map[string]string
 		if s.rng.IntN(4) == 0 {
 			attrs = map[string]string{"role": []string{"player", "spectator"}[s.rng.IntN(2)]}
 		}
-		op.cmd = Join(p, attrs)
+		op.cmd = rules.Join(p, attrs)
 	case r < 36:
-		op.cmd = Heartbeat(p, gen())
+		op.cmd = rules.Heartbeat(p, gen())
 	case r < 50:
-		op.cmd = Disconnect(p, gen())
+		op.cmd = rules.Disconnect(p, gen())
 	case r < 55:
-		op.cmd = ExpireLease(p, gen(), s.base.Now())
+		op.cmd = rules.ExpireLease(p, gen(), s.base.Now())
 	case r < 60:
-		op.cmd = Leave(p)
+		op.cmd = rules.Leave(p)
 	case r < 67:
-		op.cmd = TransferHost(p, simPlayers[s.rng.IntN(len(simPlayers))])
+		op.cmd = rules.TransferHost(p, simPlayers[s.rng.IntN(len(simPlayers))])
 	case r < 74:
-		op.kind, op.cmd = "snapshot", Tick()
+		op.kind, op.cmd = "snapshot", rules.Tick()
 	case r < 80:
-		op.kind, op.cmd = "reclaim", Tick()
+		op.kind, op.cmd = "reclaim", rules.Tick()
 	case r < 92:
-		op.kind, op.cmd = "sweep", Tick()
+		op.kind, op.cmd = "sweep", rules.Tick()
 	default:
-		op.kind, op.cmd = "relay", Tick()
+		op.kind, op.cmd = "relay", rules.Tick()
 	}
 	return op
 }
@@ -717,14 +719,14 @@ func (s *sim) check() error {
 	if s.pubBad != nil {
 		return s.pubBad
 	}
-	m, err := NewMachine(s.policy)
+	m, err := rules.NewMachine(s.policy)
 	if err != nil {
 		return err
 	}
 	// Replay each lobby's commits through the Machine.
 	finals := map[string]*simReplayed{}
 	for _, id := range simLobbies {
-		r := &simReplayed{state: NewState(id, 0)}
+		r := &simReplayed{state: rules.NewState(id, 0)}
 		finals[id] = r
 		var lastSeq uint64
 		for ci := range s.store.commits {
@@ -744,7 +746,7 @@ func (s *sim) check() error {
 				r.state = simReborn(id, c.floor, r.state.Updated, r.state)
 				continue
 			}
-			next, err := DecodeState(c.data)
+			next, err := rules.DecodeState(c.data)
 			if err != nil {
 				return fmt.Errorf("lobby %s version %d: %v", id, c.version, err)
 			}
@@ -760,15 +762,15 @@ func (s *sim) check() error {
 			if diff := cmp.Diff(want, next, simCmp); diff != "" {
 				return fmt.Errorf("lobby %s version %d (%v at %v): committed record differs from the Machine's (-machine +stored):\n%s", id, c.version, c.cmd.Op, at, diff)
 			}
-			if err := invariantErr(m, r.state, next, c.cmd, res, at); err != nil {
+			if err := m.CheckTransition(r.state, next, c.cmd, res, at); err != nil {
 				return fmt.Errorf("lobby %s version %d: %w", id, c.version, err)
 			}
 			if !c.dl.Equal(next.NextDeadline()) {
 				return fmt.Errorf("lobby %s version %d: stored deadline %v, the record's next deadline %v", id, c.version, c.dl, next.NextDeadline())
 			}
-			var fx Effects
+			var fx rules.Effects
 			if c.effects != nil {
-				if fx, err = DecodeEffects(c.effects); err != nil {
+				if fx, err = rules.DecodeEffects(c.effects); err != nil {
 					return fmt.Errorf("lobby %s version %d: log entry: %w", id, c.version, err)
 				}
 				if fx.Empty() {
@@ -852,7 +854,7 @@ func (s *sim) check() error {
 }
 
 func sameRefusal(a, b error) bool {
-	for _, r := range refusals {
+	for _, r := range []error{ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost, ErrNotMember, ErrNotEligible, ErrNotEmpty} {
 		if errors.Is(a, r) && errors.Is(b, r) {
 			return true
 		}
@@ -861,38 +863,38 @@ func sameRefusal(a, b error) bool {
 }
 
 // stateAt rebuilds the lobby as stored at a version a command read.
-func (s *sim) stateAt(id string, j simJudged) (*State, error) {
+func (s *sim) stateAt(id string, j simJudged) (*rules.State, error) {
 	if !j.found {
-		var tomb *State
+		var tomb *rules.State
 		if j.data != nil {
 			var err error
-			if tomb, err = DecodeState(j.data); err != nil {
+			if tomb, err = rules.DecodeState(j.data); err != nil {
 				return nil, err
 			}
 		}
 		return simReborn(id, j.version, j.at, tomb), nil
 	}
-	return DecodeState(j.data)
+	return rules.DecodeState(j.data)
 }
 
 // simReborn is the lobby created again over a floor, the time the store
 // reports for it and, while it lasts, the tombstone (the deleted lobby):
 // its counters above the floor, its time the later of the two, the
 // tombstone's blocks that have not ended by then, nothing else.
-func simReborn(id string, floor uint64, at time.Time, tomb *State) *State {
-	st := NewState(id, floor)
+func simReborn(id string, floor uint64, at time.Time, tomb *rules.State) *rules.State {
+	st := rules.NewState(id, floor)
 	st.Updated = at
 	if tomb == nil {
 		return st
 	}
 	st.Updated = later(at, tomb.Updated)
-	var kept []Block
+	var kept []rules.Block
 	for b := range tomb.Blocks.All() {
 		if b.Until.After(st.Updated) {
 			kept = append(kept, b)
 		}
 	}
-	st.Blocks = NewBlocks(kept...)
+	st.Blocks = rules.NewBlocks(kept...)
 	return st
 }
 
@@ -921,7 +923,7 @@ func (s *sim) drainRelay() error {
 // simReplayed is one lobby's committed history, replayed.
 type simReplayed struct {
 	events []Event
-	state  *State
+	state  *rules.State
 	steps  []simStep
 }
 
@@ -935,23 +937,23 @@ type simStep struct {
 // writes that only a sweeper, a snapshot or an expiry trigger made, each
 // command at the time it took effect: the events, the commands' results and
 // the final state must not change.
-func (s *sim) checkSweeperIndependence(m *Machine, finals map[string]*simReplayed) error {
+func (s *sim) checkSweeperIndependence(m *rules.Machine, finals map[string]*simReplayed) error {
 	for id, r := range finals {
 		end := t0.Add(24 * time.Hour)
 		actual := r.state.Clone()
-		tail, err := m.Apply(actual, Tick(), end)
+		tail, err := m.Apply(actual, rules.Tick(), end)
 		if err != nil {
 			return err
 		}
 		wantEvents := append(slices.Clone(r.events), tail.Events...)
 
-		st := NewState(id, 0)
+		st := rules.NewState(id, 0)
 		var events []Event
 		for _, step := range r.steps {
 			c := step.commit
 			switch {
 			case c.del:
-				res, err := m.Apply(st, Tick(), step.at)
+				res, err := m.Apply(st, rules.Tick(), step.at)
 				if err != nil {
 					return err
 				}
@@ -960,7 +962,7 @@ func (s *sim) checkSweeperIndependence(m *Machine, finals map[string]*simReplaye
 					return fmt.Errorf("lobby %s without sweeper writes: members %v at the delete", id, st.View())
 				}
 				st = simReborn(id, c.floor, step.at, st)
-			case c.cmd.Op == OpTick || c.cmd.Op == OpExpireLease:
+			case c.cmd.Op == rules.OpTick || c.cmd.Op == rules.OpExpireLease:
 				// A sweeper's, a snapshot's or a trigger's write: dropped.
 			default:
 				res, err := m.Apply(st, c.cmd, step.at)
@@ -978,7 +980,7 @@ func (s *sim) checkSweeperIndependence(m *Machine, finals map[string]*simReplaye
 				}
 			}
 		}
-		tail, err = m.Apply(st, Tick(), end)
+		tail, err = m.Apply(st, rules.Tick(), end)
 		if err != nil {
 			return err
 		}

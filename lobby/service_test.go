@@ -13,6 +13,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 )
@@ -218,7 +219,7 @@ func pendingEvents(t *testing.T, st store.Store, ids ...string) []lobby.Event {
 				break
 			}
 			for _, e := range entries {
-				fx, err := lobby.DecodeEffects(e.Data)
+				fx, err := rules.DecodeEffects(e.Data)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -552,14 +553,14 @@ func TestCorruptRecordIsRefusedWithoutWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A record that decodes but breaks an invariant: host not a member.
-	bad := lobby.NewState("m", 0)
+	bad := rules.NewState("m", 0)
 	bad.Host = "ghost"
-	if err := mem.Write(ctx, store.Write{ID: "m", Expected: 0, Data: lobby.EncodeState(bad)}); err != nil {
+	if err := mem.Write(ctx, store.Write{ID: "m", Expected: 0, Data: rules.EncodeState(bad)}); err != nil {
 		t.Fatal(err)
 	}
 	svc := newService(t, mem, clock)
 	for _, id := range []string{"l", "m"} {
-		for _, cmd := range []lobby.Command{lobby.Join("a", nil), lobby.Leave("a"), lobby.Heartbeat("a", 1), lobby.Tick()} {
+		for _, cmd := range []rules.Command{rules.Join("a", nil), rules.Leave("a"), rules.Heartbeat("a", 1), rules.Tick()} {
 			if _, err := svc.Do(ctx, id, cmd); !errors.Is(err, lobby.ErrCorrupt) {
 				t.Errorf("lobby %s: %v on a corrupt record: %v, want ErrCorrupt", id, cmd.Op, err)
 			}
@@ -665,7 +666,7 @@ func TestServiceBadInput(t *testing.T) {
 		{"oversized lobby", func() error { _, err := svc.Join(ctx, long, "a", nil); return err }, lobby.ErrInvalidID},
 		{"invalid UTF-8 player", func() error { _, err := svc.Heartbeat(ctx, "l", "\xc3\x28", 1); return err }, lobby.ErrInvalidID},
 		{"empty target", func() error { _, err := svc.TransferHost(ctx, "l", "a", ""); return err }, lobby.ErrInvalidID},
-		{"bad op", func() error { _, err := svc.Do(ctx, "l", lobby.Command{Op: 42, Player: "a"}); return err }, lobby.ErrInvalidCommand},
+		{"bad op", func() error { _, err := svc.Do(ctx, "l", rules.Command{Op: 42, Player: "a"}); return err }, lobby.ErrInvalidCommand},
 		{"reclaim bad ID", func() error { return svc.Reclaim(ctx, "") }, lobby.ErrInvalidID},
 	}
 	for _, tt := range tests {
@@ -830,7 +831,7 @@ func TestRunDoesNotSpinOnAStuckLobby(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := lobby.DecodeState(rec.Data)
+		st, err := rules.DecodeState(rec.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,13 +10,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
 // txn is one transaction on one lobby: the single path by which every
 // Service entry point reads, judges and writes a lobby.
 type txn struct {
-	cmd Command
+	cmd rules.Command
 	// reclaim: after the command, a lobby that still has members is
 	// refused with ErrNotEmpty (committing nothing); an empty one is
 	// committed and then deleted from the store, keeping its floor, its
@@ -28,7 +30,7 @@ type txn struct {
 	// view, if set, sees the committed state the transaction ended on and
 	// its store version, under the lobby's lock. It must not keep the
 	// state.
-	view func(st *State, version uint64)
+	view func(st *rules.State, version uint64)
 }
 
 // outcome is what a transaction leaves for the work done after the lobby's
@@ -50,7 +52,7 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 	if err := ValidateID(id); err != nil {
 		return Result{}, fmt.Errorf("lobby ID: %w", err)
 	}
-	if err := checkCommand(t.cmd); err != nil {
+	if err := t.cmd.Validate(); err != nil {
 		return Result{}, err
 	}
 	start := s.clock.Now()
@@ -120,7 +122,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			work = work.Clone()
 		}
 		o.at = s.clock.Now()
-		res, err := s.m.applyChecked(work, t.cmd, o.at)
+		res, err := s.m.ApplyValidated(work, t.cmd, o.at)
 		if err == nil && t.reclaim && len(work.Members) > 0 {
 			err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}
 		}
@@ -159,7 +161,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 				continue
 			}
 			sl.state, sl.version = work, sl.version+1
-			s.hub.wrote(lw, true, sl.version, &Effects{Events: res.Events, Ended: res.Ended})
+			s.hub.wrote(lw, true, sl.version, &rules.Effects{Events: res.Events, Ended: res.Ended})
 			o.committed = true
 			o.events = append(o.events, res.Events...)
 			o.deadline = s.deadline(work)
@@ -188,7 +190,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 // heartbeat or reconnect deadline, or, for an empty lobby under an
 // empty-lobby TTL, the moment it may be reclaimed (blocks do not hold it
 // back: the tombstone keeps them).
-func (s *Service) deadline(st *State) time.Time {
+func (s *Service) deadline(st *rules.State) time.Time {
 	if s.cfg.emptyTTL > 0 && len(st.Members) == 0 {
 		return st.Updated.Add(s.cfg.emptyTTL)
 	}
@@ -197,7 +199,7 @@ func (s *Service) deadline(st *State) time.Time {
 
 // idleOver reports whether st is an empty lobby whose empty-lobby TTL is
 // over at now.
-func (s *Service) idleOver(st *State, now time.Time) bool {
+func (s *Service) idleOver(st *rules.State, now time.Time) bool {
 	return s.cfg.emptyTTL > 0 && len(st.Members) == 0 && !now.Before(s.deadline(st))
 }
 
@@ -237,7 +239,7 @@ func (s *Service) contended(ctx context.Context, attempt int) error {
 
 // load reads and decodes a lobby; a lobby without a record is a new empty
 // lobby over what the store reports for the ID (see reborn).
-func (s *Service) load(ctx context.Context, id string) (*State, uint64, error) {
+func (s *Service) load(ctx context.Context, id string) (*rules.State, uint64, error) {
 	rec, err := s.st.Load(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -249,7 +251,7 @@ func (s *Service) load(ctx context.Context, id string) (*State, uint64, error) {
 	case err != nil:
 		return nil, 0, fmt.Errorf("lobby %q: load: %w", id, err)
 	}
-	st, err := DecodeState(rec.Data)
+	st, err := rules.DecodeState(rec.Data)
 	if err != nil {
 		return nil, 0, fmt.Errorf("lobby %q: %w", id, err)
 	}
@@ -267,20 +269,15 @@ func (s *Service) load(ctx context.Context, id string) (*State, uint64, error) {
 // ended by then; over the store-wide floor (no data) with none, since the
 // store keeps a tombstone until its latest block has ended. Either way it
 // starts unlocked and without overrides.
-func reborn(id string, rec store.Record) (*State, error) {
-	st := NewState(id, rec.Version)
-	st.Updated = rec.At.Round(0).UTC()
+func reborn(id string, rec store.Record) (*rules.State, error) {
+	var tomb *rules.State
 	if rec.Data != nil {
-		tomb, err := DecodeState(rec.Data)
-		if err != nil {
+		var err error
+		if tomb, err = rules.DecodeState(rec.Data); err != nil {
 			return nil, fmt.Errorf("lobby %q: tombstone: %w", id, err)
 		}
-		if tomb.Updated.After(st.Updated) {
-			st.Updated = tomb.Updated
-		}
-		st.Blocks = tomb.Blocks.endedBy(st.Updated)
 	}
-	return st, nil
+	return rules.Reborn(id, rec.Version, rec.At, tomb), nil
 }
 
 // current reports whether the store still holds version of lobby id.
@@ -310,16 +307,16 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 
 // write stores st as the version after expected, with its next deadline
 // and, in the lobby's effects log, the events and ended connections of res.
-func (s *Service) write(ctx context.Context, id string, expected uint64, st *State, res Result) error {
+func (s *Service) write(ctx context.Context, id string, expected uint64, st *rules.State, res Result) error {
 	if err := s.ensureConsumer(ctx); err != nil {
 		return err
 	}
 	bp := bufPool.Get().(*[]byte)
-	buf := AppendState((*bp)[:0], st)
+	buf := rules.AppendState((*bp)[:0], st)
 	n := len(buf)
 	w := store.Write{ID: id, Expected: expected, Deadline: s.deadline(st), At: st.Updated}
 	if len(res.Events) > 0 || len(res.Ended) > 0 {
-		buf = AppendEffects(buf, &Effects{Events: res.Events, Ended: res.Ended})
+		buf = rules.AppendEffects(buf, &rules.Effects{Events: res.Events, Ended: res.Ended})
 		w.Effects = buf[n:len(buf):len(buf)]
 	}
 	w.Data = buf[:n:n]

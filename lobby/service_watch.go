@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
@@ -94,7 +96,7 @@ func (s *Service) Watch(ctx context.Context, id string, afterRevision uint64) (*
 		return nil, err
 	}
 	w := s.newWatcher(id)
-	_, err := s.transact(ctx, id, txn{cmd: Tick(), view: func(st *State, v uint64) {
+	_, err := s.transact(ctx, id, txn{cmd: rules.Tick(), view: func(st *rules.State, v uint64) {
 		w.register(st, v, st.Revision != afterRevision)
 	}})
 	if err != nil {
@@ -120,7 +122,7 @@ func (s *Service) newWatcher(id string) *Watcher {
 // Snapshot of st. A Watcher that starts behind the other Watchers of its
 // lobby gives its reader a fresh snapshot first instead. Registering again
 // does nothing.
-func (w *Watcher) register(st *State, v uint64, first bool) {
+func (w *Watcher) register(st *rules.State, v uint64, first bool) {
 	w.mu.Lock()
 	if w.attached || w.closed {
 		w.mu.Unlock()
@@ -250,7 +252,7 @@ func (w *Watcher) Close() {
 func (w *Watcher) snapshot(ctx context.Context) (Change, error) {
 	var snap Snapshot
 	var version uint64
-	_, err := w.hub.s.transact(ctx, w.lw.id, txn{cmd: Tick(), view: func(st *State, v uint64) {
+	_, err := w.hub.s.transact(ctx, w.lw.id, txn{cmd: rules.Tick(), view: func(st *rules.State, v uint64) {
 		snap, version = snapshotOf(st), v
 	}})
 	if err != nil {
@@ -380,7 +382,7 @@ func (h *watchHub) writing(id string, version uint64) *lobbyWatch {
 // committed, fx holds its effects and local hands them out. If it failed,
 // a notification of its version that came meanwhile was another process's
 // commit, and the Watchers read the log for it.
-func (h *watchHub) wrote(lw *lobbyWatch, committed bool, version uint64, fx *Effects) {
+func (h *watchHub) wrote(lw *lobbyWatch, committed bool, version uint64, fx *rules.Effects) {
 	if lw == nil {
 		return
 	}
@@ -404,7 +406,7 @@ func (h *watchHub) wrote(lw *lobbyWatch, committed bool, version uint64, fx *Eff
 // version-1 has been handed out, the commit goes out at once; otherwise
 // entries of other processes may come between, and it waits for a read.
 // lw.mu is held.
-func (h *watchHub) local(lw *lobbyWatch, version uint64, fx *Effects) {
+func (h *watchHub) local(lw *lobbyWatch, version uint64, fx *rules.Effects) {
 	if !lw.started || version <= lw.cursor {
 		return
 	}
@@ -548,7 +550,7 @@ func (h *watchHub) read(ctx context.Context, lw *lobbyWatch) error {
 			if e.Version <= lw.cursor {
 				continue
 			}
-			fx, err := DecodeEffects(e.Data)
+			fx, err := rules.DecodeEffects(e.Data)
 			if err != nil {
 				// An entry that does not decode cannot be handed
 				// out; the readers get the lobby as it is instead.

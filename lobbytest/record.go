@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
@@ -79,7 +79,7 @@ func (r *recorder) record(w store.Write) {
 	rw := recordedWrite{id: w.ID, expected: w.Expected}
 	if w.Effects != nil {
 		// The Service wrote them; they decode.
-		fx, _ := lobby.DecodeEffects(w.Effects)
+		fx, _ := rules.DecodeEffects(w.Effects)
 		for _, e := range fx.Events {
 			rw.seqs = append(rw.seqs, e.Revision)
 		}

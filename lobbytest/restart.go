@@ -17,6 +17,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/revision"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/storetest"
@@ -96,7 +97,7 @@ func testRestartDurable(t *testing.T, r Restarter) {
 			}
 			for _, e := range entries {
 				after = e.Version
-				fx, err := lobby.DecodeEffects(e.Data)
+				fx, err := rules.DecodeEffects(e.Data)
 				if err != nil {
 					t.Fatalf("lobby %q: log entry %d after the restart: %v", c.id, e.Version, err)
 				}
@@ -615,7 +616,7 @@ type trafficClient struct {
 
 type outcome struct {
 	seq   int // index in log
-	cmd   lobby.Command
+	cmd   rules.Command
 	res   lobby.Result
 	err   error
 	phase int32 // when the command returned
@@ -637,18 +638,18 @@ func (c *trafficClient) run(h *restartHarness) {
 	for !h.halt.Load() {
 		name := names[c.rng.IntN(len(names))]
 		p := players[name]
-		var cmd lobby.Command
+		var cmd rules.Command
 		switch r := c.rng.IntN(6); {
 		case !p.known:
-			cmd = lobby.Leave(name) // from any state to a known one
+			cmd = rules.Leave(name) // from any state to a known one
 		case !p.online:
-			cmd = lobby.Join(name, nil)
+			cmd = rules.Join(name, nil)
 		case r < 3:
-			cmd = lobby.Heartbeat(name, p.gen)
+			cmd = rules.Heartbeat(name, p.gen)
 		case r < 5:
-			cmd = lobby.Disconnect(name, p.gen)
+			cmd = rules.Disconnect(name, p.gen)
 		default:
-			cmd = lobby.Leave(name)
+			cmd = rules.Leave(name)
 		}
 		ctx, cancel := context.WithTimeout(h.ctx, 2*time.Second)
 		start := time.Now()
@@ -658,11 +659,11 @@ func (c *trafficClient) run(h *restartHarness) {
 		switch {
 		case err != nil, res.Outcome == lobby.OutcomeStale:
 			*p = player{}
-		case cmd.Op == lobby.OpJoin:
+		case cmd.Op == rules.OpJoin:
 			*p = player{known: true, member: true, online: true, gen: res.Gen}
-		case cmd.Op == lobby.OpDisconnect:
+		case cmd.Op == rules.OpDisconnect:
 			p.online = false
-		case cmd.Op == lobby.OpLeave:
+		case cmd.Op == rules.OpLeave:
 			*p = player{known: true}
 		}
 		h.mu.Lock()
@@ -716,11 +717,11 @@ func (c *trafficClient) okUntil(phase int32) []outcome {
 func (c *trafficClient) mayHaveCommitted(f outcome, ev lobby.Event) bool {
 	var reasons []lobby.Reason
 	switch f.cmd.Op {
-	case lobby.OpJoin:
+	case rules.OpJoin:
 		reasons = []lobby.Reason{lobby.ReasonJoined, lobby.ReasonReconnected}
-	case lobby.OpDisconnect:
+	case rules.OpDisconnect:
 		reasons = []lobby.Reason{lobby.ReasonDisconnected}
-	case lobby.OpLeave:
+	case rules.OpLeave:
 		reasons = []lobby.Reason{lobby.ReasonLeft}
 	}
 	if ev.Subject != f.cmd.Player || !slices.Contains(reasons, ev.Reason) {

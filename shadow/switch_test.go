@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/shadow"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
@@ -103,7 +104,7 @@ func stored(t *testing.T, st store.Store) []lobby.Event {
 				break
 			}
 			for _, e := range entries {
-				fx, err := lobby.DecodeEffects(e.Data)
+				fx, err := rules.DecodeEffects(e.Data)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -176,7 +177,7 @@ func TestSwitchBothWaysMidTrafficRewritesNothing(t *testing.T) {
 		t.Fatalf("%d events stored, want %d as without switching", len(got), len(want))
 	}
 	for i := range want {
-		if !bytes.Equal(lobby.EncodeEvent(&got[i]), lobby.EncodeEvent(&want[i])) {
+		if !bytes.Equal(rules.EncodeEvent(&got[i]), rules.EncodeEvent(&want[i])) {
 			t.Fatalf("stored event %d differs from the run without switching: %s#%d vs %s#%d", i, got[i].Lobby, got[i].Revision, want[i].Lobby, want[i].Revision)
 		}
 	}

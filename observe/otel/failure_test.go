@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 // A store failure is an error: status Error with the error's class, never
@@ -99,11 +101,11 @@ func approx(a, b float64) bool { return a == b || (a-b < 1e-12 && b-a < 1e-12) }
 func TestObserveDirectly(t *testing.T) {
 	r := newRig(t)
 	r.obs.Observe(context.Background(), lobby.Observation{
-		Lobby: "l", Command: lobby.Command{Op: lobby.Op(99)}, Result: lobby.Result{Outcome: lobby.Outcome(42), Revision: 7},
+		Lobby: "l", Command: rules.Command{Op: rules.Op(99)}, Result: lobby.Result{Outcome: lobby.Outcome(42), Revision: 7},
 		Attempts: 3, Committed: true, Duration: 250 * time.Millisecond,
 	})
 	r.obs.Observe(context.Background(), lobby.Observation{
-		Lobby: "l", Command: lobby.Leave("x"), Err: fmt.Errorf("wrapped: %w", lobby.ErrContention),
+		Lobby: "l", Command: rules.Leave("x"), Err: fmt.Errorf("wrapped: %w", lobby.ErrContention),
 		Attempts: 32, Duration: -time.Second, // a clock stepped back: no negative span
 	})
 	want := []span{

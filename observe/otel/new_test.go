@@ -5,10 +5,12 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/lobbyhost/lobbyhost/lobby"
-	lobbyotel "github.com/lobbyhost/lobbyhost/observe/otel"
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+	lobbyotel "github.com/lobbyhost/lobbyhost/observe/otel"
 )
 
 func TestNewRefusesWhatItCannotUse(t *testing.T) {
@@ -32,7 +34,7 @@ func TestNewRefusesWhatItCannotUse(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New with no-op providers: %v", err)
 	}
-	ob.Observe(context.Background(), lobby.Observation{Lobby: "l", Command: lobby.Tick()})
+	ob.Observe(context.Background(), lobby.Observation{Lobby: "l", Command: rules.Tick()})
 }
 
 // After Close the seed's counters are no longer reported; the command

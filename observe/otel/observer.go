@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
-	"github.com/lobbyhost/lobbyhost/lobby"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 // ScopeName is the instrumentation scope of the Observer's tracer and meter.
@@ -31,21 +33,21 @@ const (
 	KeyErrorType   = attribute.Key("error.type")
 )
 
-// ops are the operation names by lobby.Op; index 0 is for an operation this
+// ops are the operation names by rules.Op; index 0 is for an operation this
 // package does not know (a newer core's), so the label set stays closed.
 var ops = [...]string{
 	0:                    "unknown",
-	lobby.OpJoin:         lobby.OpJoin.String(),
-	lobby.OpHeartbeat:    lobby.OpHeartbeat.String(),
-	lobby.OpDisconnect:   lobby.OpDisconnect.String(),
-	lobby.OpExpireLease:  lobby.OpExpireLease.String(),
-	lobby.OpLeave:        lobby.OpLeave.String(),
-	lobby.OpTransferHost: lobby.OpTransferHost.String(),
-	lobby.OpTick:         lobby.OpTick.String(),
-	lobby.OpUpdate:       lobby.OpUpdate.String(),
-	lobby.OpKick:         lobby.OpKick.String(),
-	lobby.OpLock:         lobby.OpLock.String(),
-	lobby.OpConfigure:    lobby.OpConfigure.String(),
+	rules.OpJoin:         rules.OpJoin.String(),
+	rules.OpHeartbeat:    rules.OpHeartbeat.String(),
+	rules.OpDisconnect:   rules.OpDisconnect.String(),
+	rules.OpExpireLease:  rules.OpExpireLease.String(),
+	rules.OpLeave:        rules.OpLeave.String(),
+	rules.OpTransferHost: rules.OpTransferHost.String(),
+	rules.OpTick:         rules.OpTick.String(),
+	rules.OpUpdate:       rules.OpUpdate.String(),
+	rules.OpKick:         rules.OpKick.String(),
+	rules.OpLock:         rules.OpLock.String(),
+	rules.OpConfigure:    rules.OpConfigure.String(),
 }
 
 // spanNames are the span names by ops' index.
@@ -56,7 +58,7 @@ var spanNames = func() (names [len(ops)]string) {
 	return names
 }()
 
-func opIndex(op lobby.Op) int {
+func opIndex(op rules.Op) int {
 	if int(op) < len(ops) {
 		return int(op)
 	}

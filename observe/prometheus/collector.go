@@ -10,6 +10,7 @@ import (
 
 	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 // Collector turns the observations of a lobby.Service into Prometheus
@@ -245,21 +246,21 @@ func statusOf(members []lobby.MemberView, player string) lobby.Status {
 	return 0
 }
 
-var opLabels = map[lobby.Op]string{
-	lobby.OpJoin:         "join",
-	lobby.OpHeartbeat:    "heartbeat",
-	lobby.OpDisconnect:   "disconnect",
-	lobby.OpExpireLease:  "expire_lease",
-	lobby.OpLeave:        "leave",
-	lobby.OpTransferHost: "transfer_host",
-	lobby.OpTick:         "tick",
-	lobby.OpUpdate:       "update",
-	lobby.OpKick:         "kick",
-	lobby.OpLock:         "lock",
-	lobby.OpConfigure:    "configure",
+var opLabels = map[rules.Op]string{
+	rules.OpJoin:         "join",
+	rules.OpHeartbeat:    "heartbeat",
+	rules.OpDisconnect:   "disconnect",
+	rules.OpExpireLease:  "expire_lease",
+	rules.OpLeave:        "leave",
+	rules.OpTransferHost: "transfer_host",
+	rules.OpTick:         "tick",
+	rules.OpUpdate:       "update",
+	rules.OpKick:         "kick",
+	rules.OpLock:         "lock",
+	rules.OpConfigure:    "configure",
 }
 
-func opLabel(op lobby.Op) string {
+func opLabel(op rules.Op) string {
 	if l, ok := opLabels[op]; ok {
 		return l
 	}

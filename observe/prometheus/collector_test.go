@@ -16,6 +16,7 @@ import (
 
 	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 	"github.com/lobbyhost/lobbyhost/succession"
 )
@@ -151,7 +152,7 @@ func TestStory(t *testing.T) {
 	e.must(e.svc.Disconnect(ctx, "room", "alice", alice.Gen)) // grace until 15 s
 
 	e.at(16 * time.Second)
-	res := e.must(e.svc.Do(ctx, "room", lobby.Tick()))
+	res := e.must(e.svc.Do(ctx, "room", rules.Tick()))
 	var reasons []string
 	for _, ev := range res.Events {
 		reasons = append(reasons, string(ev.Reason)+":"+ev.Subject+":host="+ev.Host)
@@ -319,7 +320,7 @@ func TestNoIDInLabels(t *testing.T) {
 	cancel()
 	svc.Join(canceled, "lobby-secret", "player-applied", nil)
 	e.at(time.Minute)
-	e.must(svc.Do(ctx, "lobby-secret", lobby.Tick()))
+	e.must(svc.Do(ctx, "lobby-secret", rules.Tick()))
 	svc.Reclaim(ctx, "lobby-secret")
 
 	allowed := map[string]map[string]bool{
@@ -396,13 +397,13 @@ func TestObserveDirect(t *testing.T) {
 			t.Errorf("%s: outcome label %q, want %q", tt.name, got, tt.want)
 		}
 	}
-	if got := opLabel(lobby.Op(200)); got != "other" {
+	if got := opLabel(rules.Op(200)); got != "other" {
 		t.Errorf("unknown op label %q, want other", got)
 	}
 
 	c := New(WithLatencyBuckets(0.001, 0.01, 0.1))
 	for _, d := range []time.Duration{500 * time.Microsecond, 5 * time.Millisecond, 50 * time.Millisecond, time.Second} {
-		c.Observe(context.Background(), lobby.Observation{Command: lobby.Join("p", nil), Duration: d,
+		c.Observe(context.Background(), lobby.Observation{Command: rules.Join("p", nil), Duration: d,
 			Result: lobby.Result{Outcome: lobby.OutcomeApplied}})
 	}
 	if err := testutil.CollectAndCompare(c.latency, strings.NewReader(`
@@ -438,7 +439,7 @@ func TestAdvisorFeed(t *testing.T) {
 		return e
 	}
 	observe := func(events ...lobby.Event) {
-		c.Observe(context.Background(), lobby.Observation{Lobby: "l", Command: lobby.Tick(),
+		c.Observe(context.Background(), lobby.Observation{Lobby: "l", Command: rules.Tick(),
 			Result: lobby.Result{Outcome: lobby.OutcomeApplied, Events: events}})
 	}
 	observe(ev(1, 0, lobby.ReasonJoined, "a", "a", on),
@@ -560,7 +561,7 @@ func TestConcurrent(t *testing.T) {
 func BenchmarkObserve(b *testing.B) {
 	c := New(WithAdvisorFeed())
 	ctx := context.Background()
-	heartbeat := lobby.Observation{Lobby: "l", Command: lobby.Heartbeat("p", 1), Attempts: 1,
+	heartbeat := lobby.Observation{Lobby: "l", Command: rules.Heartbeat("p", 1), Attempts: 1,
 		Duration: time.Millisecond, Result: lobby.Result{Outcome: lobby.OutcomeApplied, Changed: true}}
 	members := []lobby.MemberView{{Player: "p", Status: lobby.StatusOnline}, {Player: "q", Status: lobby.StatusOnline}}
 	b.Run("heartbeat", func(b *testing.B) {
@@ -574,7 +575,7 @@ func BenchmarkObserve(b *testing.B) {
 		var rev uint64
 		for b.Loop() {
 			rev++
-			c.Observe(ctx, lobby.Observation{Lobby: "l", Command: lobby.Join("q", nil), Attempts: 1,
+			c.Observe(ctx, lobby.Observation{Lobby: "l", Command: rules.Join("q", nil), Attempts: 1,
 				Result: lobby.Result{Outcome: lobby.OutcomeApplied, Changed: true, Events: []lobby.Event{{
 					Lobby: "l", Revision: rev, Host: "p", PrevHost: "p", Members: members, Reason: lobby.ReasonJoined, Subject: "q"}}}})
 		}
@@ -591,7 +592,7 @@ func TestLateEvent(t *testing.T) {
 		for _, m := range members {
 			e.Members = append(e.Members, lobby.MemberView{Player: m, Status: lobby.StatusOnline})
 		}
-		c.Observe(context.Background(), lobby.Observation{Lobby: "l", Command: lobby.Leave("x"),
+		c.Observe(context.Background(), lobby.Observation{Lobby: "l", Command: rules.Leave("x"),
 			Result: lobby.Result{Outcome: lobby.OutcomeApplied, Events: []lobby.Event{e}}})
 	}
 	reg := wrap(c)

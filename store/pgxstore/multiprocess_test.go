@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 // diffEvents compares event sequences: instants by Equal, nil and empty
@@ -181,7 +182,7 @@ func TestTwoProcessesExpireAHostOnce(t *testing.T) {
 
 // scripted is one command of a script and the time it ran at.
 type scripted struct {
-	cmd lobby.Command
+	cmd rules.Command
 	at  time.Time
 }
 
@@ -193,7 +194,7 @@ type scripted struct {
 // them passed, in its first sweep. Either way each lobby's event sequence
 // (revisions, reasons, subjects, hosts, members, At stamps) equals that of
 // an uninterrupted run of the same commands at the same times, which the
-// pure lobby.Machine computes.
+// pure rules.Machine computes.
 func TestKilledProcessLeasesExpireFromStoredDeadlines(t *testing.T) {
 	t.Run("restarted", func(t *testing.T) { testKilledProcess(t, false) })
 	t.Run("survivor", func(t *testing.T) { testKilledProcess(t, true) })
@@ -251,9 +252,9 @@ func testKilledProcess(t *testing.T, survivor bool) {
 			t.Fatalf("%s %s/%s: no event; every step of the script is a visible change", st.op, st.lobby, st.player)
 		}
 		at := r.Events[len(r.Events)-1].At // the command's own event comes last
-		cmd := lobby.Join(st.player, nil)
+		cmd := rules.Join(st.player, nil)
 		if st.op == "disconnect" {
-			cmd = lobby.Disconnect(st.player, gens[key])
+			cmd = rules.Disconnect(st.player, gens[key])
 		}
 		gens[key] = r.Gen
 		ran[st.lobby] = append(ran[st.lobby], scripted{cmd, at})
@@ -264,16 +265,16 @@ func testKilledProcess(t *testing.T, survivor bool) {
 
 	// The uninterrupted run: the same commands at the same times, then
 	// every deadline at its own time.
-	m, err := lobby.NewMachine(childPolicy(cfg))
+	m, err := rules.NewMachine(childPolicy(cfg))
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string][]lobby.Event{}
 	expiries := map[string][]lobby.Event{}
-	final := map[string]*lobby.State{}
+	final := map[string]*rules.State{}
 	var firstDeadline, lastDeadline time.Time
 	for _, id := range lobbies {
-		st := lobby.NewState(id, 0)
+		st := rules.NewState(id, 0)
 		for _, sc := range ran[id] {
 			res, err := m.Apply(st, sc.cmd, sc.at)
 			if err != nil {
@@ -288,7 +289,7 @@ func testKilledProcess(t *testing.T, survivor bool) {
 			firstDeadline = d
 		}
 		for d := st.NextDeadline(); !d.IsZero(); d = st.NextDeadline() {
-			res, err := m.Apply(st, lobby.Tick(), d)
+			res, err := m.Apply(st, rules.Tick(), d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -385,7 +386,7 @@ func testKilledProcess(t *testing.T, survivor bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		st, err := lobby.DecodeState(rec.Data)
+		st, err := rules.DecodeState(rec.Data)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
 
 type observerFunc func(lobby.Observation)
@@ -20,7 +21,7 @@ func heartbeats(ttl time.Duration, mutate func(*serverConfig)) (func(*serverConf
 	return func(c *serverConfig) {
 		c.Policy.HeartbeatTTL = ttl
 		c.Observer = observerFunc(func(o lobby.Observation) {
-			if o.Command.Op == lobby.OpHeartbeat && o.Err == nil && o.Result.Outcome == lobby.OutcomeApplied {
+			if o.Command.Op == rules.OpHeartbeat && o.Err == nil && o.Result.Outcome == lobby.OutcomeApplied {
 				ch <- o.Command.Player
 			}
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
 	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
 	"github.com/lobbyhost/lobbyhost/store"
 	"github.com/lobbyhost/lobbyhost/store/memstore"
 )
@@ -332,7 +333,7 @@ func TestEmptyLobbyIsReclaimed(t *testing.T) {
 	e := newEnv(t, func(c *serverConfig) {
 		c.Store = st
 		c.Observer = observerFunc(func(o lobby.Observation) {
-			if o.Command.Op == lobby.OpDisconnect && o.Committed {
+			if o.Command.Op == rules.OpDisconnect && o.Committed {
 				closed <- struct{}{}
 			}
 		})

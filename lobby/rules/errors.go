@@ -1,4 +1,4 @@
-package lobby
+package rules
 
 import (
 	"errors"
@@ -17,10 +17,6 @@ var (
 	ErrInvalidAttrs = errors.New("lobby: invalid attributes")
 	// ErrInvalidPolicy: a policy value is out of range.
 	ErrInvalidPolicy = errors.New("lobby: invalid policy")
-	// ErrInvalidOption: a Service option or argument is unusable (a nil
-	// store, clock, publisher, logger or observer, a short pseudonym key, a
-	// non-positive interval or bound).
-	ErrInvalidOption = errors.New("lobby: invalid option")
 	// ErrInvalidCommand: the command is malformed (an unknown operation, a
 	// negative block).
 	ErrInvalidCommand = errors.New("lobby: invalid command")

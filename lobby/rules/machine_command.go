@@ -1,4 +1,4 @@
-package lobby
+package rules
 
 import "time"
 

@@ -1,4 +1,4 @@
-package lobby
+package rules
 
 import (
 	"fmt"
@@ -77,12 +77,14 @@ func (m *Machine) Apply(s *State, cmd Command, now time.Time) (Result, error) {
 	if err := checkCommand(cmd); err != nil {
 		return Result{}, err
 	}
-	return m.applyChecked(s, cmd, now)
+	return m.ApplyValidated(s, cmd, now)
 }
 
-// applyChecked is Apply for a command that checkCommand accepted; the
-// Service validates commands once, before it touches the store.
-func (m *Machine) applyChecked(s *State, cmd Command, now time.Time) (Result, error) {
+// ApplyValidated is Apply for a command whose Validate returned nil: it
+// skips that check (a driver validates each command once, before it
+// touches its store, and then applies it on every compare-and-set attempt).
+// Given a command that fails Validate, its outcome is undefined.
+func (m *Machine) ApplyValidated(s *State, cmd Command, now time.Time) (Result, error) {
 	if err := checkTime(now); err != nil {
 		return Result{}, err
 	}
@@ -115,6 +117,12 @@ func checkTime(now time.Time) error {
 
 // MaxBlock is the longest block a Kick may impose.
 const MaxBlock = lease.MaxDuration
+
+// Validate reports whether the command's own values are usable (its IDs,
+// attributes, block, overrides), before any state is seen: the first of the
+// checks Apply makes. The error wraps ErrInvalidID, ErrInvalidAttrs,
+// ErrInvalidCommand or ErrInvalidPolicy.
+func (cmd Command) Validate() error { return checkCommand(cmd) }
 
 // checkCommand validates what a command carries, before any state is seen.
 func checkCommand(cmd Command) error {

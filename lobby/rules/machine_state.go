@@ -1,4 +1,4 @@
-package lobby
+package rules
 
 import (
 	"maps"
@@ -140,6 +140,26 @@ type State struct {
 // ever repeated for an ID.
 func NewState(id string, floor uint64) *State {
 	return &State{ID: id, Revision: floor, Term: floor, NextJoinSeq: floor + 1, NextGen: floor + 1}
+}
+
+// Reborn returns the empty lobby created again under a deleted lobby's ID:
+// its counters start above floor (as NewState's), and its last transition
+// time is the later of at and, when tomb (the deleted lobby's last state)
+// is given, tomb's own, so time never runs backward for an ID. It keeps
+// every block of tomb that has not ended by then, since a block lasts to
+// its end whatever happens to the lobby, and starts unlocked and without
+// overrides. tomb is nil where the store no longer keeps the deleted
+// record (it keeps it while any block is in force).
+func Reborn(id string, floor uint64, at time.Time, tomb *State) *State {
+	st := NewState(id, floor)
+	st.Updated = at.Round(0).UTC()
+	if tomb != nil {
+		if tomb.Updated.After(st.Updated) {
+			st.Updated = tomb.Updated
+		}
+		st.Blocks = tomb.Blocks.endedBy(st.Updated)
+	}
+	return st
 }
 
 // Floor is the value to keep when this lobby's record is deleted: it is at
