@@ -25,10 +25,10 @@ type OverrideField = rules.OverrideField
 
 // The fields of Overrides.
 const (
-	OverrideGrace             = rules.OverrideGrace
-	OverrideHeartbeatTTL      = rules.OverrideHeartbeatTTL
-	OverrideMaxMembers        = rules.OverrideMaxMembers
-	OverrideMaxConnsPerPlayer = rules.OverrideMaxConnsPerPlayer
+	OverrideGrace                   = rules.OverrideGrace
+	OverrideHeartbeatTTL            = rules.OverrideHeartbeatTTL
+	OverrideMaxMembers              = rules.OverrideMaxMembers
+	OverrideMaxConnectionsPerPlayer = rules.OverrideMaxConnectionsPerPlayer
 )
 
 // Result is what a command did: see [rules.Result].

@@ -390,8 +390,8 @@ func appendOverrides(dst []byte, o Overrides) []byte {
 	if o.Has(OverrideMaxMembers) {
 		dst = binary.AppendUvarint(dst, uint64(o.MaxMembers))
 	}
-	if o.Has(OverrideMaxConnsPerPlayer) {
-		dst = binary.AppendUvarint(dst, uint64(o.MaxConnsPerPlayer))
+	if o.Has(OverrideMaxConnectionsPerPlayer) {
+		dst = binary.AppendUvarint(dst, uint64(o.MaxConnectionsPerPlayer))
 	}
 	if o.Has(OverrideMaxBlocks) {
 		dst = binary.AppendUvarint(dst, uint64(o.MaxBlocks))
@@ -519,8 +519,8 @@ func (d *decoder) overrides(format byte) Overrides {
 	if o.Has(OverrideMaxMembers) {
 		o.MaxMembers = count()
 	}
-	if o.Has(OverrideMaxConnsPerPlayer) {
-		o.MaxConnsPerPlayer = count()
+	if o.Has(OverrideMaxConnectionsPerPlayer) {
+		o.MaxConnectionsPerPlayer = count()
 	}
 	if o.Has(OverrideMaxBlocks) {
 		o.MaxBlocks = count()

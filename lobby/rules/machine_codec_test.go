@@ -35,7 +35,7 @@ func configuredLobby(t *testing.T) *State {
 	m, _ := NewMachine(testPolicy())
 	now := s.Updated.Add(time.Second)
 	for _, cmd := range []Command{
-		Configure(Overrides{}.WithGrace(3 * time.Second).WithHeartbeatTTL(0).WithMaxMembers(0).WithMaxConnsPerPlayer(2)),
+		Configure(Overrides{}.WithGrace(3 * time.Second).WithHeartbeatTTL(0).WithMaxMembers(0).WithMaxConnectionsPerPlayer(2)),
 		Join("p-9", nil),
 		Join("p-10", nil),
 		Kick("", "p-9", time.Minute),

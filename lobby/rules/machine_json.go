@@ -194,9 +194,9 @@ func (o Overrides) appendJSON(b []byte) []byte {
 		field(overrideJSONNames[2])
 		b = strconv.AppendInt(b, int64(o.MaxMembers), 10)
 	}
-	if o.Has(OverrideMaxConnsPerPlayer) {
+	if o.Has(OverrideMaxConnectionsPerPlayer) {
 		field(overrideJSONNames[3])
-		b = strconv.AppendInt(b, int64(o.MaxConnsPerPlayer), 10)
+		b = strconv.AppendInt(b, int64(o.MaxConnectionsPerPlayer), 10)
 	}
 	if o.Has(OverrideMaxBlocks) {
 		field(overrideJSONNames[4])
@@ -245,8 +245,8 @@ func (o *Overrides) UnmarshalJSON(data []byte) error {
 				got.MaxMembers, err = strconv.Atoi(num)
 				got.Set |= OverrideMaxMembers
 			case overrideJSONNames[3]:
-				got.MaxConnsPerPlayer, err = strconv.Atoi(num)
-				got.Set |= OverrideMaxConnsPerPlayer
+				got.MaxConnectionsPerPlayer, err = strconv.Atoi(num)
+				got.Set |= OverrideMaxConnectionsPerPlayer
 			case overrideJSONNames[4]:
 				got.MaxBlocks, err = strconv.Atoi(num)
 				got.Set |= OverrideMaxBlocks

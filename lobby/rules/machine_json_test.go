@@ -115,8 +115,8 @@ func TestOverridesJSON(t *testing.T) {
 		{},
 		Overrides{}.WithGrace(time.Nanosecond),
 		Overrides{}.WithGrace(lease.MaxDuration).WithHeartbeatTTL(lease.MaxDuration - time.Nanosecond),
-		Overrides{}.WithHeartbeatTTL(0).WithMaxMembers(0).WithMaxConnsPerPlayer(0),
-		Overrides{}.WithHeartbeatTTL(1234567 * time.Microsecond).WithMaxConnsPerPlayer(3),
+		Overrides{}.WithHeartbeatTTL(0).WithMaxMembers(0).WithMaxConnectionsPerPlayer(0),
+		Overrides{}.WithHeartbeatTTL(1234567 * time.Microsecond).WithMaxConnectionsPerPlayer(3),
 		Overrides{}.WithMaxBlocks(MaxBlocksLimit).WithMaxMembers(2),
 	} {
 		data, err := json.Marshal(o)

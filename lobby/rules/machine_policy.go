@@ -96,12 +96,12 @@ const (
 	OverrideGrace OverrideField = 1 << iota
 	OverrideHeartbeatTTL
 	OverrideMaxMembers
-	OverrideMaxConnsPerPlayer
+	OverrideMaxConnectionsPerPlayer
 	OverrideMaxBlocks
 
 	// overrideV3 are the settings records and events of format 3 could
 	// carry.
-	overrideV3  = OverrideGrace | OverrideHeartbeatTTL | OverrideMaxMembers | OverrideMaxConnsPerPlayer
+	overrideV3  = OverrideGrace | OverrideHeartbeatTTL | OverrideMaxMembers | OverrideMaxConnectionsPerPlayer
 	overrideAll = overrideV3 | OverrideMaxBlocks
 )
 
@@ -116,10 +116,10 @@ const (
 // together. A setting whose bit is missing must hold its zero value;
 // [Configure] clears such leftovers.
 type Overrides struct {
-	Grace             time.Duration
-	HeartbeatTTL      time.Duration
-	MaxMembers        int
-	MaxConnsPerPlayer int
+	Grace                   time.Duration
+	HeartbeatTTL            time.Duration
+	MaxMembers              int
+	MaxConnectionsPerPlayer int
 	// MaxBlocks is the bound on blocks in force (0: DefaultMaxBlocks),
 	// for a lobby that needs more or fewer than the policy allows.
 	MaxBlocks int
@@ -146,9 +146,9 @@ func (o Overrides) WithMaxMembers(n int) Overrides {
 	return o
 }
 
-// WithMaxConnsPerPlayer returns o overriding the tab cap (0: no cap).
-func (o Overrides) WithMaxConnsPerPlayer(n int) Overrides {
-	o.MaxConnsPerPlayer, o.Set = n, o.Set|OverrideMaxConnsPerPlayer
+// WithMaxConnectionsPerPlayer returns o overriding the tab cap (0: no cap).
+func (o Overrides) WithMaxConnectionsPerPlayer(n int) Overrides {
+	o.MaxConnectionsPerPlayer, o.Set = n, o.Set|OverrideMaxConnectionsPerPlayer
 	return o
 }
 
@@ -176,8 +176,8 @@ func (o Overrides) Apply(p Policy) Policy {
 	if o.Has(OverrideMaxMembers) {
 		p.MaxMembers = o.MaxMembers
 	}
-	if o.Has(OverrideMaxConnsPerPlayer) {
-		p.MaxConnectionsPerPlayer = o.MaxConnsPerPlayer
+	if o.Has(OverrideMaxConnectionsPerPlayer) {
+		p.MaxConnectionsPerPlayer = o.MaxConnectionsPerPlayer
 	}
 	if o.Has(OverrideMaxBlocks) {
 		p.MaxBlocks = o.MaxBlocks
@@ -203,8 +203,8 @@ func (p Policy) overridesFor(set OverrideField) Overrides {
 	if o.Has(OverrideMaxMembers) {
 		o.MaxMembers = p.MaxMembers
 	}
-	if o.Has(OverrideMaxConnsPerPlayer) {
-		o.MaxConnsPerPlayer = p.MaxConnectionsPerPlayer
+	if o.Has(OverrideMaxConnectionsPerPlayer) {
+		o.MaxConnectionsPerPlayer = p.MaxConnectionsPerPlayer
 	}
 	if o.Has(OverrideMaxBlocks) {
 		o.MaxBlocks = p.MaxBlocks

@@ -613,7 +613,7 @@ func TestBadInput(t *testing.T) {
 		{"negative TTL", Configure(Overrides{}.WithHeartbeatTTL(-1)), t0, ErrInvalidPolicy},
 		{"negative member cap", Configure(Overrides{}.WithMaxMembers(-1)), t0, ErrInvalidPolicy},
 		{"block bound too high", Configure(Overrides{}.WithMaxBlocks(MaxBlocksLimit + 1)), t0, ErrInvalidPolicy},
-		{"negative tab cap", Configure(Overrides{}.WithMaxConnsPerPlayer(-2)), t0, ErrInvalidPolicy},
+		{"negative tab cap", Configure(Overrides{}.WithMaxConnectionsPerPlayer(-2)), t0, ErrInvalidPolicy},
 		{"unknown override", Configure(Overrides{Set: 1 << 6}), t0, ErrInvalidPolicy},
 		{"zero time", Join("a", nil), time.Time{}, ErrInvalidTime},
 		{"far future", Join("a", nil), time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC), ErrInvalidTime},
@@ -1091,7 +1091,7 @@ func TestConfigure(t *testing.T) {
 	r := newRun(t, p)
 	a1 := r.join("a")
 	r.join("b")
-	o := Overrides{}.WithGrace(2 * time.Second).WithHeartbeatTTL(0).WithMaxMembers(2).WithMaxConnsPerPlayer(1)
+	o := Overrides{}.WithGrace(2 * time.Second).WithHeartbeatTTL(0).WithMaxMembers(2).WithMaxConnectionsPerPlayer(1)
 	res := r.do(Configure(o))
 	if e := res.Events[0]; e.Reason != ReasonConfigured || e.Subject != "" || e.Overrides != o {
 		t.Fatalf("event %+v", e)
@@ -1116,10 +1116,10 @@ func TestConfigure(t *testing.T) {
 	// The member cap in force is 2.
 	r.wantRefused(Join("c", nil), ErrLobbyFull)
 	// A lower tab cap supersedes nothing until the player's next join.
-	r.do(Configure(Overrides{}.WithMaxConnsPerPlayer(3)))
+	r.do(Configure(Overrides{}.WithMaxConnectionsPerPlayer(3)))
 	r.join("b")
 	r.join("b")
-	r.do(Configure(Overrides{}.WithMaxConnsPerPlayer(1).WithMaxMembers(1)))
+	r.do(Configure(Overrides{}.WithMaxConnectionsPerPlayer(1).WithMaxMembers(1)))
 	if n := len(r.member("b").Conns); n != 3 {
 		t.Fatalf("b holds %d connections, want 3", n)
 	}

@@ -59,8 +59,8 @@ func (m *refModel) settings() (grace, ttl time.Duration, maxMembers, maxConns in
 	if m.ov.Set&OverrideMaxMembers != 0 {
 		maxMembers = m.ov.MaxMembers
 	}
-	if m.ov.Set&OverrideMaxConnsPerPlayer != 0 {
-		maxConns = m.ov.MaxConnsPerPlayer
+	if m.ov.Set&OverrideMaxConnectionsPerPlayer != 0 {
+		maxConns = m.ov.MaxConnectionsPerPlayer
 	}
 	return
 }
@@ -390,8 +390,8 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		if o.Set&OverrideMaxMembers != 0 {
 			o.MaxMembers = cmd.Overrides.MaxMembers
 		}
-		if o.Set&OverrideMaxConnsPerPlayer != 0 {
-			o.MaxConnsPerPlayer = cmd.Overrides.MaxConnsPerPlayer
+		if o.Set&OverrideMaxConnectionsPerPlayer != 0 {
+			o.MaxConnectionsPerPlayer = cmd.Overrides.MaxConnectionsPerPlayer
 		}
 		if o.Set&OverrideMaxBlocks != 0 {
 			o.MaxBlocks = cmd.Overrides.MaxBlocks

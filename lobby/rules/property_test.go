@@ -50,10 +50,10 @@ var overrideChoices = []Overrides{
 	Overrides{}.WithHeartbeatTTL(4 * time.Second),
 	Overrides{}.WithMaxMembers(2),
 	Overrides{}.WithMaxMembers(0),
-	Overrides{}.WithMaxConnsPerPlayer(1),
+	Overrides{}.WithMaxConnectionsPerPlayer(1),
 	Overrides{}.WithMaxBlocks(1),
 	Overrides{}.WithMaxBlocks(0),
-	Overrides{}.WithGrace(3 * time.Second).WithHeartbeatTTL(5 * time.Second).WithMaxMembers(4).WithMaxConnsPerPlayer(2),
+	Overrides{}.WithGrace(3 * time.Second).WithHeartbeatTTL(5 * time.Second).WithMaxMembers(4).WithMaxConnectionsPerPlayer(2),
 }
 
 var advances = []time.Duration{0, 0, time.Second, time.Second, 2 * time.Second, 3 * time.Second, 5 * time.Second, 8 * time.Second, 15 * time.Second, time.Nanosecond, time.Millisecond}

@@ -188,14 +188,14 @@ func BenchmarkReadLog(b *testing.B) {
 	ctx := context.Background()
 	s := memstore.New()
 	data := make([]byte, 200)
-	for v := range uint64(memstore.DefaultEntries) {
+	for v := range uint64(memstore.DefaultRetentionEntries) {
 		if err := s.Write(ctx, store.Write{ID: "lobby", Expected: v, Data: data, At: t0, Effects: data}); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		got, err := s.ReadLog(ctx, "lobby", memstore.DefaultEntries-10, 100)
+		got, err := s.ReadLog(ctx, "lobby", memstore.DefaultRetentionEntries-10, 100)
 		if err != nil || len(got) != 10 {
 			b.Fatalf("ReadLog = %d entries, %v; want 10", len(got), err)
 		}

@@ -216,19 +216,19 @@ func TestDefaultRetention(t *testing.T) {
 	ctx := context.Background()
 	s := memstore.New()
 	w := writer{t, s}
-	for i := range memstore.DefaultEntries + 1 {
+	for i := range memstore.DefaultRetentionEntries + 1 {
 		w.write("a", t0.Add(time.Duration(i)*time.Millisecond), []byte("x"))
 	}
 	compacted(t, s, "a", 0, 1)
-	if got := positions(t, s, "a", 1); len(got) != memstore.DefaultEntries {
-		t.Fatalf("kept %d entries, want %d", len(got), memstore.DefaultEntries)
+	if got := positions(t, s, "a", 1); len(got) != memstore.DefaultRetentionEntries {
+		t.Fatalf("kept %d entries, want %d", len(got), memstore.DefaultRetentionEntries)
 	}
 	// At t0+10m every entry is at most ten minutes old: none goes.
-	if n, err := s.TrimLog(ctx, t0.Add(memstore.DefaultAge), 10000); n != 0 || err != nil {
+	if n, err := s.TrimLog(ctx, t0.Add(memstore.DefaultRetentionAge), 10000); n != 0 || err != nil {
 		t.Fatalf("TrimLog at the age bound = %d, %v; want 0", n, err)
 	}
-	if n, err := s.TrimLog(ctx, t0.Add(memstore.DefaultAge+time.Hour), 10000); n != memstore.DefaultEntries || err != nil {
-		t.Fatalf("TrimLog an hour later = %d, %v; want %d", n, err, memstore.DefaultEntries)
+	if n, err := s.TrimLog(ctx, t0.Add(memstore.DefaultRetentionAge+time.Hour), 10000); n != memstore.DefaultRetentionEntries || err != nil {
+		t.Fatalf("TrimLog an hour later = %d, %v; want %d", n, err, memstore.DefaultRetentionEntries)
 	}
 }
 

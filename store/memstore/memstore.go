@@ -27,8 +27,8 @@
 // # Retention
 //
 // Without [WithRetention] a Store keeps, per lobby, the newest
-// [DefaultEntries] (1024) log entries, trimming the oldest at the append that
-// would exceed them, and entries no older than [DefaultAge] (10 minutes).
+// [DefaultRetentionEntries] (1024) log entries, trimming the oldest at the append that
+// would exceed them, and entries no older than [DefaultRetentionAge] (10 minutes).
 // Age is enforced only by [Store.TrimLog]: memstore runs no goroutine and
 // reads no clock of its own, so whoever owns the store must call TrimLog
 // now and then (entries whose Write.At is the zero time are as old as can
@@ -108,12 +108,12 @@ const numShards = 64
 
 // The retention of a Store made without WithRetention.
 const (
-	// DefaultEntries is how many log entries per lobby a Store keeps by
+	// DefaultRetentionEntries is how many log entries per lobby a Store keeps by
 	// default.
-	DefaultEntries = 1024
-	// DefaultAge is how long a Store keeps log entries by default, judged
+	DefaultRetentionEntries = 1024
+	// DefaultRetentionAge is how long a Store keeps log entries by default, judged
 	// by TrimLog.
-	DefaultAge = 10 * time.Minute
+	DefaultRetentionAge = 10 * time.Minute
 )
 
 // Option configures a Store made by New.
@@ -124,7 +124,7 @@ type config struct {
 }
 
 // WithRetention sets the log retention to r, replacing the defaults
-// (DefaultEntries, DefaultAge) as a whole: a zero or negative field imposes
+// (DefaultRetentionEntries, DefaultRetentionAge) as a whole: a zero or negative field imposes
 // no bound, so WithRetention(store.Retention{}) keeps every entry forever.
 func WithRetention(r store.Retention) Option {
 	return func(c *config) { c.retention = r }
@@ -233,10 +233,10 @@ func (a instant) time() time.Time {
 	return time.Unix(a.sec, int64(a.nsec)).UTC()
 }
 
-// New returns an empty Store. Without options it keeps DefaultEntries log
-// entries per lobby for up to DefaultAge (see WithRetention).
+// New returns an empty Store. Without options it keeps DefaultRetentionEntries log
+// entries per lobby for up to DefaultRetentionAge (see WithRetention).
 func New(opts ...Option) *Store {
-	c := config{retention: store.Retention{Entries: DefaultEntries, Age: DefaultAge}}
+	c := config{retention: store.Retention{Entries: DefaultRetentionEntries, Age: DefaultRetentionAge}}
 	for _, o := range opts {
 		o(&c)
 	}

@@ -29,8 +29,8 @@
 //   - Versions, floors, due order, log positions, retention and consumer
 //     cursors follow package store, with deadlines and entry times exact to
 //     the nanosecond and positions exact up to the largest uint64.
-//   - Retention defaults to DefaultRetainEntries entries per lobby and
-//     DefaultRetainAge (see WithRetention); the age bound is applied only
+//   - Retention defaults to DefaultRetentionEntries entries per lobby and
+//     DefaultRetentionAge (see WithRetention); the age bound is applied only
 //     by TrimLog, which the caller runs.
 //   - A folded floor is raised atomically in its own shard and copied to
 //     the other shards right after (one more round trip); see Delete.
@@ -73,11 +73,11 @@ const MaxShards = 16384
 var ErrCorrupt = errors.New("redisstore: corrupt data")
 
 // Default retention of a Store built without WithRetention: the newest
-// DefaultRetainEntries entries of each lobby, each for at most
-// DefaultRetainAge (the latter enforced by TrimLog).
+// DefaultRetentionEntries entries of each lobby, each for at most
+// DefaultRetentionAge (the latter enforced by TrimLog).
 const (
-	DefaultRetainEntries = 1024
-	DefaultRetainAge     = 10 * time.Minute
+	DefaultRetentionEntries = 1024
+	DefaultRetentionAge     = 10 * time.Minute
 )
 
 // Store is a store.Store on Redis. Build it with New; the zero value is not
@@ -127,7 +127,7 @@ func WithShards(n int) Option {
 }
 
 // WithRetention sets how long the effects log keeps entries, replacing the
-// default (DefaultRetainEntries entries per lobby, DefaultRetainAge). A
+// default (DefaultRetentionEntries entries per lobby, DefaultRetentionAge). A
 // zero field imposes no bound of its own, as in package store; negative
 // fields are refused. The entry bound is applied by every Write, the age
 // bound by TrimLog, which the caller runs (lobbyhost's Service does). All
@@ -148,7 +148,7 @@ func New(c rueidis.Client, opts ...Option) (*Store, error) {
 	cfg := config{
 		prefix:    DefaultPrefix,
 		shards:    1,
-		retention: store.Retention{Entries: DefaultRetainEntries, Age: DefaultRetainAge},
+		retention: store.Retention{Entries: DefaultRetentionEntries, Age: DefaultRetentionAge},
 	}
 	for _, o := range opts {
 		o(&cfg)
