@@ -29,6 +29,7 @@ const (
 	OverrideHeartbeatTTL            = rules.OverrideHeartbeatTTL
 	OverrideMaxMembers              = rules.OverrideMaxMembers
 	OverrideMaxConnectionsPerPlayer = rules.OverrideMaxConnectionsPerPlayer
+	OverrideMaxBlocks               = rules.OverrideMaxBlocks
 )
 
 // Result is what a command did: see [rules.Result].
@@ -115,6 +116,10 @@ const (
 	MaxAttrs   = rules.MaxAttrs
 	MaxAttrLen = rules.MaxAttrLen
 	MaxBlock   = rules.MaxBlock
+	// DefaultMaxBlocks is the bound on blocks in force per lobby when the
+	// policy names none; MaxBlocksLimit is the highest a policy may set.
+	DefaultMaxBlocks = rules.DefaultMaxBlocks
+	MaxBlocksLimit   = rules.MaxBlocksLimit
 )
 
 // Errors the Service returns, possibly wrapped: compare with errors.Is.
@@ -135,6 +140,7 @@ var (
 	ErrNotEligible    = rules.ErrNotEligible
 	ErrCorrupt        = rules.ErrCorrupt
 	ErrNotEmpty       = rules.ErrNotEmpty
+	ErrTooManyBlocks  = rules.ErrTooManyBlocks
 )
 
 // ErrInvalidOption: a Service option or argument is unusable (a nil store,

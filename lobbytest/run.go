@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jonboulle/clockwork"
 
-	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store"
 )
@@ -64,7 +63,7 @@ func newService(t testing.TB, s store.Store, clock clockwork.Clock, opts ...lobb
 // policyOf returns the default policy with the given grace and heartbeat TTL.
 func policyOf(grace, ttl time.Duration) lobby.Policy {
 	p := lobby.DefaultPolicy()
-	p.Policy = lease.Policy{Grace: grace, HeartbeatTTL: ttl}
+	p.Grace, p.HeartbeatTTL = grace, ttl
 	return p
 }
 

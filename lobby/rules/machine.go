@@ -292,7 +292,7 @@ func (st *step) catchUp(now time.Time) (last time.Time, any bool) {
 			st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: mem.Conns[ci].Gen, Cause: EndTimedOut, At: d})
 			mem.Conns = slices.Delete(mem.Conns, ci, ci+1)
 			if len(mem.Conns) == 0 {
-				mem.ReconnectBy = st.policy().ReconnectDeadline(d)
+				mem.ReconnectBy = st.policy().lease().ReconnectDeadline(d)
 				st.emit(ReasonTimedOut, mem.Player, d, s.Host)
 			}
 			continue
@@ -413,7 +413,7 @@ func ownAttrs(attrs map[string]string) map[string]string {
 
 func (st *step) join(cmd Command, now time.Time) (bool, error) {
 	s, p := st.s, st.policy()
-	conn := Conn{Deadline: p.HeartbeatDeadline(now)}
+	conn := Conn{Deadline: p.lease().HeartbeatDeadline(now)}
 	prev := s.Host
 	i := s.memberIndex(cmd.Player)
 	if i < 0 {
@@ -506,7 +506,7 @@ func (st *step) heartbeat(cmd Command, now time.Time) bool {
 	if old := mem.Conns[i].Deadline; !old.IsZero() {
 		st.r.Slack = old.Sub(now)
 	}
-	d := st.policy().HeartbeatDeadline(now)
+	d := st.policy().lease().HeartbeatDeadline(now)
 	if mem.Conns[i].Deadline.Equal(d) {
 		return false
 	}
@@ -524,7 +524,7 @@ func (st *step) disconnect(cmd Command, now time.Time) bool {
 	st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: cmd.Gen, Cause: EndClosed, At: now})
 	mem.Conns = slices.Delete(mem.Conns, i, i+1)
 	if len(mem.Conns) == 0 {
-		mem.ReconnectBy = st.policy().ReconnectDeadline(now)
+		mem.ReconnectBy = st.policy().lease().ReconnectDeadline(now)
 		st.emit(ReasonDisconnected, mem.Player, now, st.s.Host)
 	}
 	return true

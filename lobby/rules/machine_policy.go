@@ -16,9 +16,19 @@ import (
 //
 // The zero Policy is not valid; start from [DefaultPolicy].
 type Policy struct {
-	// Grace and HeartbeatTTL: see [lease.Policy]. Defaults 8 s and 15 s;
-	// HeartbeatTTL 0 disables heartbeat deadlines.
-	lease.Policy
+	// Grace is how long a member whose last connection ended stays listed,
+	// reconnecting, before it is removed; the host keeps its role through
+	// it. Default 8 s; must be positive and at most lease.MaxDuration.
+	Grace time.Duration
+
+	// HeartbeatTTL is how long a connection lives after it attached or last
+	// heartbeated. Default 15 s (heartbeat about every 5 s). Zero disables
+	// heartbeat deadlines: a connection then lives until its close is
+	// reported, so a socket that vanished without a close (a crashed
+	// process, a dead network path) keeps its player online indefinitely;
+	// use zero only where the transport reliably reports every close. Must
+	// not be negative or above lease.MaxDuration.
+	HeartbeatTTL time.Duration
 
 	// MaxMembers caps the members of a lobby, reconnecting ones included.
 	// A new player joining a full lobby gets ErrLobbyFull; members coming
@@ -60,7 +70,7 @@ const (
 // at most DefaultMaxBlocks blocks in force per lobby, and every online
 // member eligible to host, earliest join first.
 func DefaultPolicy() Policy {
-	return Policy{Policy: lease.DefaultPolicy(), MaxBlocks: DefaultMaxBlocks}
+	return Policy{Grace: lease.DefaultGrace, HeartbeatTTL: lease.DefaultHeartbeatTTL, MaxBlocks: DefaultMaxBlocks}
 }
 
 // blockLimit is the bound on blocks in force: MaxBlocks, or the default.
@@ -73,8 +83,11 @@ func (p Policy) blockLimit() int {
 
 // Validate reports whether p is usable. The error wraps ErrInvalidPolicy.
 func (p Policy) Validate() error {
-	if err := p.Policy.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	if p.Grace <= 0 || p.Grace > lease.MaxDuration {
+		return fmt.Errorf("%w: Grace must be in (0, %v], got %v", ErrInvalidPolicy, lease.MaxDuration, p.Grace)
+	}
+	if p.HeartbeatTTL < 0 || p.HeartbeatTTL > lease.MaxDuration {
+		return fmt.Errorf("%w: HeartbeatTTL must be in [0, %v], got %v", ErrInvalidPolicy, lease.MaxDuration, p.HeartbeatTTL)
 	}
 	if p.MaxMembers < 0 {
 		return fmt.Errorf("%w: MaxMembers must not be negative, got %d", ErrInvalidPolicy, p.MaxMembers)
@@ -221,4 +234,9 @@ func (o Overrides) Validate() error {
 		return fmt.Errorf("%w: unknown override bits %#x", ErrInvalidPolicy, uint8(o.Set&^overrideAll))
 	}
 	return o.Apply(DefaultPolicy()).Validate()
+}
+
+// lease returns p's two durations as the lease package's policy.
+func (p Policy) lease() lease.Policy {
+	return lease.Policy{Grace: p.Grace, HeartbeatTTL: p.HeartbeatTTL}
 }

@@ -26,7 +26,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/lobbyhost/lobbyhost/lease"
 	"github.com/lobbyhost/lobbyhost/lobby"
 	"github.com/lobbyhost/lobbyhost/store"
 )
@@ -79,7 +78,7 @@ type childMsg struct {
 // childPolicy is the lobby policy of a child with configuration cfg.
 func childPolicy(cfg childConfig) lobby.Policy {
 	p := lobby.DefaultPolicy()
-	p.Policy = lease.Policy{Grace: cfg.Grace, HeartbeatTTL: cfg.TTL}
+	p.Grace, p.HeartbeatTTL = cfg.Grace, cfg.TTL
 	return p
 }
 
