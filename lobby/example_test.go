@@ -163,7 +163,7 @@ func ExampleLock() {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	ana, _ := m.Apply(s, rules.Join("ana", nil), t0)
 
-	res, _ := m.Apply(s, rules.Lock("ana", true), t0)
+	res, _ := m.Apply(s, rules.Lock("ana"), t0)
 	fmt.Println(res.Events[0].Reason, "by", res.Events[0].Subject)
 	_, err := m.Apply(s, rules.Join("bo", nil), t0)
 	fmt.Println("bo:", errors.Is(err, lobby.ErrLocked))

@@ -234,14 +234,20 @@ func (s *Service) Kick(ctx context.Context, id, actor, target string, block time
 	return s.Do(ctx, id, rules.Kick(actor, target, block))
 }
 
-// Lock closes lobby id to new players (locked true) or opens it again.
-// Reconnecting members and further tabs of members are still admitted; a
-// new player gets ErrLocked. actor must be the current host, or "" for the
-// server; locking a locked lobby is a no-op. A host's lock ends with the
-// transition that removes the last member; the server's stays until it is
-// unlocked.
-func (s *Service) Lock(ctx context.Context, id, actor string, locked bool) (Result, error) {
-	return s.Do(ctx, id, rules.Lock(actor, locked))
+// Lock closes lobby id to new players: a new player gets ErrLocked, while
+// reconnecting members and further tabs of members are still admitted.
+// actor must be the current host (ErrNotHost otherwise; a host in its grace
+// may lock) or [ServerActor]. Locking a locked lobby is a no-op. A host's
+// lock ends with the transition that removes the last member; the server's
+// stays until it is unlocked.
+func (s *Service) Lock(ctx context.Context, id, actor string) (Result, error) {
+	return s.Do(ctx, id, rules.Lock(actor))
+}
+
+// Unlock opens lobby id to new players again. actor is as for Lock;
+// unlocking an unlocked lobby is a no-op.
+func (s *Service) Unlock(ctx context.Context, id, actor string) (Result, error) {
+	return s.Do(ctx, id, rules.Unlock(actor))
 }
 
 // Configure replaces lobby id's overrides of the Service's policy (grace,

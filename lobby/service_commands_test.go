@@ -28,7 +28,7 @@ func TestServiceGameCommands(t *testing.T) {
 	w := watch(t, b, "l", 2)
 
 	must(t)(a.Update(ctx, "l", "guest", map[string]string{"role": "mage"}))
-	must(t)(a.Lock(ctx, "l", "host", true))
+	must(t)(a.Lock(ctx, "l", "host"))
 	if _, err := b.Join(ctx, "l", "stranger", nil); !errors.Is(err, lobby.ErrLocked) {
 		t.Fatalf("join of a locked lobby: %v, want ErrLocked", err)
 	}
@@ -51,7 +51,7 @@ func TestServiceGameCommands(t *testing.T) {
 			t.Fatalf("watched %v, want %v", got, want)
 		}
 	}
-	must(t)(a.Lock(ctx, "l", "", false))
+	must(t)(a.Unlock(ctx, "l", ""))
 	if _, err := b.Join(ctx, "l", "guest", nil); !errors.Is(err, lobby.ErrBlocked) {
 		t.Fatalf("join of a kicked player within the block: %v, want ErrBlocked", err)
 	}
@@ -97,7 +97,7 @@ func TestHostLockEndsWithLastMemberThroughService(t *testing.T) {
 	b := newService(t, mem, clock)
 	must(t)(a.Join(ctx, "l", "host", nil))
 	must(t)(a.Join(ctx, "l", "guest", nil))
-	must(t)(a.Lock(ctx, "l", "host", true))
+	must(t)(a.Lock(ctx, "l", "host"))
 	must(t)(a.Kick(ctx, "l", "host", "guest", 24*time.Hour))
 	res := must(t)(a.Leave(ctx, "l", "host"))
 	if len(res.Events) != 1 || res.Events[0].Reason != lobby.ReasonLeft || res.Events[0].Locked {

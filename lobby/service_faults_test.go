@@ -336,7 +336,7 @@ func TestReclaimedLobbyStartsUnlocked(t *testing.T) {
 	clock := clockwork.NewFakeClockAt(t0)
 	a := newService(t, mem, clock)
 	must(t)(a.Join(ctx, "l", "p", nil))
-	must(t)(a.Lock(ctx, "l", "", true))
+	must(t)(a.Lock(ctx, "l", ""))
 	must(t)(a.Configure(ctx, "l", lobby.Overrides{}.WithMaxMembers(1)))
 	must(t)(a.Kick(ctx, "l", "", "p", time.Hour))
 	if err := a.Reclaim(ctx, "l"); err != nil {

@@ -568,7 +568,11 @@ func (s *sim) drawOp() *simOp {
 		}
 		op.cmd = rules.Kick(actor(), p, []time.Duration{0, time.Second, time.Minute, time.Hour}[s.rng.IntN(4)])
 	case r >= 100:
-		op.cmd = rules.Lock(actor(), s.rng.IntN(2) == 0)
+		a := actor()
+		op.cmd = rules.Unlock(a)
+		if s.rng.IntN(2) == 0 {
+			op.cmd = rules.Lock(a)
+		}
 	case r < 22:
 		var attrs map[string]string
 		if s.rng.IntN(4) == 0 {

@@ -110,6 +110,10 @@ func IsRefusal(err error) bool { return rules.IsRefusal(err) }
 // it spends anything on a request; every Service method checks it anyway.
 func ValidateID(id string) error { return rules.ValidateID(id) }
 
+// ServerActor is the actor of a command the server itself gives (Kick,
+// Lock, Unlock) rather than a member: see [rules.ServerActor].
+const ServerActor = rules.ServerActor
+
 // Limits on identifiers, attributes and blocks.
 const (
 	MaxIDLen   = rules.MaxIDLen

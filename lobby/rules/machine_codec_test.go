@@ -40,7 +40,7 @@ func configuredLobby(t *testing.T) *State {
 		Join("p-10", nil),
 		Kick("", "p-9", time.Minute),
 		Kick("", "p-10", time.Hour),
-		Lock("", true),
+		Lock(""),
 		Update("p-17", map[string]string{"role": "captain", "team": "blue"}),
 	} {
 		if _, err := m.Apply(s, cmd, now); err != nil {
@@ -84,12 +84,12 @@ func eventsOfEveryReason(t *testing.T) []Event {
 	r.do(Join("p-1", map[string]string{"role": "captain"}))
 	g := r.join("p-2")
 	r.do(Configure(Overrides{}.WithGrace(2 * time.Second).WithMaxMembers(5)))
-	r.do(Lock("p-1", true))
+	r.do(Lock("p-1"))
 	r.do(Disconnect("p-2", g))
 	r.do(Join("p-2", nil))
 	r.do(Update("p-2", map[string]string{"team": "red"}))
 	r.do(TransferHost("p-1", "p-2"))
-	r.do(Lock("", false))
+	r.do(Unlock(""))
 	r.join("p-3")
 	r.do(Kick("p-2", "p-3", time.Minute))
 	r.do(Leave("p-1"))

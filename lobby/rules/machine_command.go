@@ -124,16 +124,27 @@ func Kick(actor, target string, block time.Duration) Command {
 	return Command{Op: OpKick, Player: actor, To: target, Block: block}
 }
 
-// Lock makes the lobby refuse new players (locked) or admit them again.
-// actor must be the host (also in its grace), or "" for the server. Members
-// coming back and further tabs are never refused for the lock. A lock the
-// host set lasts while the lobby has members: the transition that removes
-// the last member also unlocks the lobby, and its event shows it unlocked.
-// A lock the server set stays until it is unlocked. Locking a locked lobby
-// changes nothing (a host's lock stays a host's lock).
-func Lock(actor string, locked bool) Command {
-	return Command{Op: OpLock, Player: actor, Locked: locked}
+// Lock makes the lobby refuse new players. actor must be the host (also in
+// its grace), or [ServerActor] for the server. Members coming back and
+// further tabs are never refused for the lock. A lock the host set lasts
+// while the lobby has members: the transition that removes the last member
+// also unlocks the lobby, and its event shows it unlocked. A lock the
+// server set stays until it is unlocked. Locking a locked lobby changes
+// nothing (a host's lock stays a host's lock).
+func Lock(actor string) Command {
+	return Command{Op: OpLock, Player: actor, Locked: true}
 }
+
+// Unlock admits new players to the lobby again. actor must be the host
+// (also in its grace), or [ServerActor] for the server. Unlocking an
+// unlocked lobby changes nothing.
+func Unlock(actor string) Command {
+	return Command{Op: OpLock, Player: actor}
+}
+
+// ServerActor is the actor of a command the server itself gives (a kick, a
+// lock) rather than a member: the empty ID, which no player can have.
+const ServerActor = ""
 
 // Configure replaces the lobby's overrides of the policy with o (the zero
 // Overrides: back to the Service's policy). Values of settings o does not

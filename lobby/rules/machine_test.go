@@ -608,7 +608,7 @@ func TestBadInput(t *testing.T) {
 		{"kick by a bad actor", Kick("\xff", "a", 0), t0, ErrInvalidID},
 		{"negative block", Kick("", "a", -time.Second), t0, ErrInvalidCommand},
 		{"block too long", Kick("", "a", MaxBlock+1), t0, ErrInvalidCommand},
-		{"lock by a bad actor", Lock(long, true), t0, ErrInvalidID},
+		{"lock by a bad actor", Lock(long), t0, ErrInvalidID},
 		{"zero grace", Configure(Overrides{}.WithGrace(0)), t0, ErrInvalidPolicy},
 		{"negative TTL", Configure(Overrides{}.WithHeartbeatTTL(-1)), t0, ErrInvalidPolicy},
 		{"negative member cap", Configure(Overrides{}.WithMaxMembers(-1)), t0, ErrInvalidPolicy},
@@ -954,24 +954,24 @@ func TestJoinRefusalOrder(t *testing.T) {
 	r.join("b")
 	r.do(Kick("", "b", time.Minute))
 	r.join("c")
-	r.do(Lock("", true))
+	r.do(Lock(""))
 	// Blocked, locked and full: the block is named.
 	r.wantRefused(Join("b", nil), ErrBlocked)
 	// Locked and full: the lock.
 	r.wantRefused(Join("d", nil), ErrLocked)
-	r.do(Lock("a", false))
+	r.do(Unlock("a"))
 	r.wantRefused(Join("d", nil), ErrLobbyFull)
 }
 
 func TestLockRefusesNewPlayersOnly(t *testing.T) {
 	r, gens := fourPlayers(t)
 	r.at(10 * time.Second)
-	r.wantRefused(Lock("p-23", true), ErrNotHost)
-	res := r.do(Lock("p-17", true))
+	r.wantRefused(Lock("p-23"), ErrNotHost)
+	res := r.do(Lock("p-17"))
 	if e := res.Events[0]; e.Reason != ReasonLocked || e.Subject != "p-17" || !e.Locked {
 		t.Fatalf("event %+v", e)
 	}
-	if res := r.do(Lock("", true)); res.Changed || res.Outcome != OutcomeNoop {
+	if res := r.do(Lock("")); res.Changed || res.Outcome != OutcomeNoop {
 		t.Fatalf("locking a locked lobby: %+v", res)
 	}
 	r.wantRefused(Join("new", nil), ErrLocked)
@@ -985,12 +985,12 @@ func TestLockRefusesNewPlayersOnly(t *testing.T) {
 	r.wantRefused(Join("p-62", nil), ErrLocked)
 	// A host in its grace may unlock; the server's changes name no subject.
 	r.do(Disconnect("p-17", gens["p-17"]))
-	r.do(Lock("p-17", false))
-	r.do(Lock("", true))
+	r.do(Unlock("p-17"))
+	r.do(Lock(""))
 	if e := r.lastEvent(); e.Reason != ReasonLocked || e.Subject != "" {
 		t.Fatalf("event %+v", e)
 	}
-	res = r.do(Lock("", false))
+	res = r.do(Unlock(""))
 	if e := res.Events[len(res.Events)-1]; e.Reason != ReasonUnlocked || e.Locked {
 		t.Fatalf("event %+v", e)
 	}
@@ -1005,7 +1005,7 @@ func TestLockRefusesNewPlayersOnly(t *testing.T) {
 func TestHostLockEndsWithLastMember(t *testing.T) {
 	r, gens := fourPlayers(t)
 	r.at(10 * time.Second)
-	r.do(Lock("p-17", true))
+	r.do(Lock("p-17"))
 	if r.s.LockedBy != "p-17" {
 		t.Fatalf("locked by %q, want the host", r.s.LockedBy)
 	}
@@ -1045,7 +1045,7 @@ func TestHostLockEndsWithLastMember(t *testing.T) {
 	r = newRun(t, testPolicy())
 	r.join("host")
 	r.join("guest")
-	r.do(Lock("host", true))
+	r.do(Lock("host"))
 	r.do(Kick("host", "guest", 24*time.Hour))
 	res = r.do(Leave("host"))
 	if e := res.Events[0]; e.Reason != ReasonLeft || e.Locked {
@@ -1063,8 +1063,8 @@ func TestHostLockEndsWithLastMember(t *testing.T) {
 // changes nothing, so it does not shorten the server's lock either.
 func TestServerLockOutlivesMembers(t *testing.T) {
 	r, _ := fourPlayers(t)
-	r.do(Lock("", true))
-	if res := r.do(Lock("p-17", true)); res.Changed || r.s.LockedBy != "" {
+	r.do(Lock(""))
+	if res := r.do(Lock("p-17")); res.Changed || r.s.LockedBy != "" {
 		t.Fatalf("a host locking the server's lock: %+v, locked by %q", res, r.s.LockedBy)
 	}
 	for _, p := range []string{"p-23", "p-41", "p-62"} {
@@ -1075,12 +1075,12 @@ func TestServerLockOutlivesMembers(t *testing.T) {
 		t.Fatalf("the server's lock ended with the last member: %+v", e)
 	}
 	r.wantRefused(Join("p-17", nil), ErrLocked)
-	r.do(Lock("", false))
+	r.do(Unlock(""))
 	r.join("p-17")
 	// The host locks, unlocks, and the server locks: the server's lock.
-	r.do(Lock("p-17", true))
-	r.do(Lock("p-17", false))
-	r.do(Lock("", true))
+	r.do(Lock("p-17"))
+	r.do(Unlock("p-17"))
+	r.do(Lock(""))
 	r.do(Leave("p-17"))
 	r.wantRefused(Join("p-17", nil), ErrLocked)
 }
@@ -1169,9 +1169,9 @@ func TestWhatCreatesALobby(t *testing.T) {
 		{Join("a", nil), true, nil},
 		{Configure(Overrides{}.WithGrace(time.Second)), true, nil},
 		{Configure(Overrides{}), false, nil},
-		{Lock("", true), true, nil},
-		{Lock("", false), false, nil},
-		{Lock("a", true), false, ErrNotHost},
+		{Lock(""), true, nil},
+		{Unlock(""), false, nil},
+		{Lock("a"), false, ErrNotHost},
 		{Kick("", "a", time.Minute), false, ErrNotMember},
 		{Kick("a", "a", 0), false, ErrNotHost},
 		{Update("a", nil), false, ErrNotMember},
@@ -1195,7 +1195,7 @@ func TestRefusalsCommitNoCatchUp(t *testing.T) {
 	}{
 		{Kick("b", "a", 0), ErrNotHost},
 		{Kick("", "nobody", 0), ErrNotMember},
-		{Lock("b", true), ErrNotHost},
+		{Lock("b"), ErrNotHost},
 		{Update("nobody", nil), ErrNotMember},
 	} {
 		r := newRun(t, testPolicy())

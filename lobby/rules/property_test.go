@@ -190,7 +190,10 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 		}
 		cmd = Kick(actor, target, blocks[st.Block])
 	case OpLock:
-		cmd = Lock(actor, st.Locked)
+		cmd = Unlock(actor)
+		if st.Locked {
+			cmd = Lock(actor)
+		}
 	case OpConfigure:
 		cmd = Configure(overrideChoices[st.Overrides])
 	default:

@@ -203,7 +203,11 @@ func BenchmarkBroadcast(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				res, err := bs.srv.Service().Lock(context.Background(), room, "p0", i%2 == 0)
+				lock := bs.srv.Service().Unlock
+				if i%2 == 0 {
+					lock = bs.srv.Service().Lock
+				}
+				res, err := lock(context.Background(), room, "p0")
 				if err != nil {
 					b.Fatal(err)
 				}

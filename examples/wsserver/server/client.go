@@ -626,7 +626,11 @@ func (c *client) handle(data []byte) {
 		}
 		locked := *m.Locked
 		if r := c.hostCommand("lock", func(ctx context.Context) error {
-			_, err := c.s.svc.Lock(ctx, c.roomID, c.user, locked)
+			lock := c.s.svc.Unlock
+			if locked {
+				lock = c.s.svc.Lock
+			}
+			_, err := lock(ctx, c.roomID, c.user)
 			return err
 		}); r != nil {
 			c.refuse(withType(r))
