@@ -158,6 +158,8 @@ func (w *Watcher) register(st *State, v uint64, first bool) {
 		delete(lw.watchers, w)
 		lw.mu.Unlock()
 	}
+	// The reader may have something already: a snapshot, or a commit a
+	// notification announced before the registration (see remote).
 	poke(w.ready)
 }
 
@@ -435,13 +437,16 @@ func (h *watchHub) remote(id string, version uint64) {
 	}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	if !lw.started || version <= lw.cursor || version <= lw.known {
+	if version <= lw.cursor || version <= lw.known {
 		return
 	}
 	if version == lw.writing {
 		lw.noted = version // probably this Service's own: see writing
 		return
 	}
+	// Kept even before the first Watcher registers: a notification that
+	// comes between the registering transaction's read and its
+	// registration names a commit the new Watcher must not wait for.
 	lw.known = version
 	lw.wakeAll()
 }
