@@ -85,10 +85,11 @@ type Watcher struct {
 // Snapshot, Watch commits overdue deadlines first.
 //
 // ctx bounds the Watcher, not only the call: when ctx is done the Watcher
-// is closed (Next returns ErrWatchClosed), as if Close had been called.
-// Pass a context that lives as long as the reader does. Close it when done
-// otherwise; a Watcher holds memory in this Service until then. To follow
-// a lobby on behalf of sockets, Rooms does all of this.
+// is closed (Next returns ErrWatchClosed), as if Close had been called, so
+// pass a context that lives as long as the reader does, not a per-call
+// timeout. Close the Watcher when done with it before that; it holds
+// memory in this Service until one or the other. To follow a lobby on
+// behalf of sockets, Rooms does all of this.
 func (s *Service) Watch(ctx context.Context, id string, afterRevision uint64) (*Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
