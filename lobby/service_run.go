@@ -184,37 +184,51 @@ func backoff(failures int) time.Duration {
 }
 
 func (s *Service) sweepLoop(ctx context.Context) {
-	failures := 0
+	failures, idleWork := 0, 0
 	for {
 		// Awake: commits keep their deadlines in awakeMinNs for the sleep
 		// this pass plans (noteDeadline).
 		s.nextWakeNs.Store(math.MaxInt64)
-		changed, passAt, err := s.sweep(ctx)
+		p, err := s.sweepPass(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		now := s.clock.Now()
-		sleep := s.cfg.resync
-		if err == nil {
-			var next time.Time
-			var ok bool
-			next, ok, err = s.nextDeadline(ctx)
-			if ok {
-				sleep = min(sleep, next.Sub(now))
-			}
-			if err == nil && ok && !next.After(passAt) && changed == 0 {
-				// Due when the pass looked, yet the pass changed
-				// nothing: a lobby that fails (claimed, corrupt) must
-				// not make the loop spin.
-				err = errors.New("due lobbies could not be advanced")
-			}
-		}
-		if err != nil {
+		var sleep time.Duration
+		switch {
+		case err != nil:
 			failures++
 			sleep = backoff(failures)
 			s.log.Warn("lobby sweep failed", "err", err, "retry_in", sleep)
-		} else {
+		case p.shutOut:
+			// Every due lobby is claimed by another process, which is
+			// advancing it: a lost race, not a failure. Should that
+			// process die, its claims lapse after the hold.
 			failures = 0
+			sleep = min(s.cfg.resync, s.cfg.claimHold)
+			s.log.Debug("lobby sweep: due lobbies claimed elsewhere", "retry_in", sleep)
+		case p.worked && p.changed == 0:
+			// The store showed lobbies due that the transition found
+			// nothing to do in (another process advanced them between
+			// the look and the transition, usually). Look again soon, and
+			// say so only when it keeps happening: a lobby that never
+			// advances must not make the loop spin or go unnoticed.
+			failures = 0
+			idleWork++
+			sleep = backoff(idleWork)
+			if idleWork >= 3 {
+				s.log.Warn("lobby sweep failed", "err", errors.New("due lobbies could not be advanced"), "retry_in", sleep)
+			}
+		case p.worked:
+			// Look again at once: the next pass's look finds what is due
+			// next and plans the sleep.
+			failures, idleWork = 0, 0
+		default:
+			failures, idleWork = 0, 0
+			sleep = s.cfg.resync
+			if p.hasNext {
+				sleep = min(sleep, p.next.Sub(now))
+			}
 		}
 		target := now.Add(sleep)
 		s.nextWakeNs.Store(target.UnixNano())
@@ -229,48 +243,82 @@ func (s *Service) sweepLoop(ctx context.Context) {
 	}
 }
 
-func (s *Service) nextDeadline(ctx context.Context) (time.Time, bool, error) {
-	due, err := s.st.Due(ctx, farFuture, 1)
-	if err != nil || len(due) == 0 {
-		return time.Time{}, false, err
-	}
-	return due[0].Deadline, true, nil
-}
-
 // Sweep applies every deadline due now and returns how many lobbies it
 // changed. It takes due lobbies from the store in (deadline, lobby ID)
 // order and advances up to WithSweepConcurrency of them at once; lobbies
 // are independent, so the order does not change any lobby's outcome. Run calls it; call it
 // yourself to drive expiries from your own scheduler instead. Lobbies whose
 // transition fails (a corrupt record, say) are skipped for this pass and
-// reported in the error, joined; the others are still swept.
+// reported in the error, joined; the others are still swept. Lobbies that
+// another process has claimed (store.Claimer) are left to it.
 func (s *Service) Sweep(ctx context.Context) (int, error) {
-	n, _, err := s.sweep(ctx)
-	return n, err
+	changed := 0
+	for {
+		p, err := s.sweepPass(ctx)
+		changed += p.changed
+		if err != nil || !p.worked || p.shutOut || p.changed == 0 {
+			return changed, err
+		}
+	}
 }
 
-// sweep is Sweep; it also returns the time the pass swept up to.
-func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err error) {
-	now = s.clock.Now()
+// pass is what one sweeper pass found and did.
+type pass struct {
+	// worked: lobbies were due, and the pass took them in hand.
+	worked bool
+	// changed counts the lobbies whose transition committed a change.
+	changed int
+	// shutOut: lobbies were due, but every one of them was claimed by
+	// another process.
+	shutOut bool
+	// next is the earliest deadline of all, when the pass found nothing
+	// due (hasNext false: the store holds none).
+	next    time.Time
+	hasNext bool
+}
+
+// sweepPass is one pass of the sweeper, in as few store calls as the work
+// allows: an idle pass is one call (the look: the earliest deadline of all,
+// which is also the next wake-up when it is still to come); a pass with work
+// is two (the look, then the due lobbies, claimed for this process on a
+// store that has claims), plus one more per further batch of
+// WithSweepConcurrency's batch size in a burst larger than that.
+func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
+	now := s.clock.Now()
 	s.lobbies.trim(now)
 	var errs []error
 	if err := s.trimLog(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
+	first, err := s.st.Due(ctx, farFuture, 1)
+	if err != nil {
+		return p, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
+	}
+	if len(first) == 0 || first[0].Deadline.After(now) {
+		if len(first) > 0 {
+			p.next, p.hasNext = first[0].Deadline, true
+		}
+		return p, errors.Join(errs...)
+	}
+	p.worked = true
 	claimer, claims := s.st.(store.Claimer)
 	seen := map[string]bool{} // one transition per lobby and pass applies all it has due
 	for {
-		// Due is a read; with a Claimer, look before claiming (a write in
-		// shared stores), since most wake-ups find nothing due.
-		due, err := s.st.Due(ctx, now, s.cfg.sweepBatch)
-		if err == nil && claims && len(due) > 0 {
+		var due []store.Due
+		if claims {
 			due, err = claimer.Claim(ctx, now, s.cfg.sweepBatch, s.cfg.claimHold)
+		} else {
+			due, err = s.st.Due(ctx, now, s.cfg.sweepBatch)
 		}
 		if err != nil {
-			return changed, now, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
+			return p, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
+		}
+		if claims && len(due) == 0 && len(seen) == 0 {
+			p.shutOut = true
+			return p, errors.Join(errs...)
 		}
 		progress := false
-		var mu sync.Mutex // guards changed, errs and progress
+		var mu sync.Mutex // guards p.changed, errs and progress
 		advance := func(id string) {
 			res, err := s.transact(ctx, id, txn{cmd: rules.Tick(), idle: true})
 			mu.Lock()
@@ -281,7 +329,7 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 			case err == nil:
 				progress = true
 				if res.Changed {
-					changed++
+					p.changed++
 				}
 			}
 		}
@@ -317,10 +365,10 @@ func (s *Service) sweep(ctx context.Context) (changed int, now time.Time, err er
 			wg.Wait()
 		}
 		if err := ctx.Err(); err != nil {
-			return changed, now, err
+			return p, err
 		}
 		if len(due) < s.cfg.sweepBatch || !progress {
-			return changed, now, errors.Join(errs...)
+			return p, errors.Join(errs...)
 		}
 	}
 }
