@@ -181,7 +181,7 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 		return nil, Snapshot{}, errNilOption("sink")
 	}
 	if err := ValidateID(id); err != nil {
-		return nil, Snapshot{}, fmt.Errorf("lobby ID: %w", err)
+		return nil, Snapshot{}, invalidLobbyID(err)
 	}
 	rm := r.acquire(id)
 	a := &Attachment{room: rm, sink: sink, lobby: id, player: player, pending: true, wake: make(chan struct{}, 1)}

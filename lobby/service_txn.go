@@ -50,7 +50,7 @@ type outcome struct {
 // and the Observer.
 func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error) {
 	if err := ValidateID(id); err != nil {
-		return Result{}, fmt.Errorf("lobby ID: %w", err)
+		return Result{}, invalidLobbyID(err)
 	}
 	if err := t.cmd.Validate(); err != nil {
 		return Result{}, err

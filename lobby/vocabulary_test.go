@@ -65,3 +65,18 @@ func TestServerLocksAndUnlocks(t *testing.T) {
 		t.Fatalf("join after Unlock: %v", err)
 	}
 }
+
+// An invalid lobby ID's error says so once, and is still ErrInvalidID.
+func TestInvalidLobbyIDReadsOnce(t *testing.T) {
+	svc, err := lobby.NewService(memstore.New())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = svc.Join(t.Context(), "", "ana", nil)
+	if !errors.Is(err, lobby.ErrInvalidID) {
+		t.Fatalf("join of lobby \"\": %v, want ErrInvalidID", err)
+	}
+	if got, want := err.Error(), "lobby: invalid lobby ID: empty"; got != want {
+		t.Fatalf("error reads %q, want %q", got, want)
+	}
+}
