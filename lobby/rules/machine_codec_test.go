@@ -498,9 +498,10 @@ func TestFormat3HasNoBlockBoundOverride(t *testing.T) {
 	if _, err := DecodeEvent(EncodeEvent(&e)); err != nil {
 		t.Fatalf("format 4 event with a block bound: %v", err)
 	}
-	// Format 3 put no lock owner in a record: drop it, then relabel.
+	// Format 3 put no lock owner in a record: drop it from a format 4
+	// record, then relabel.
 	s.LockedBy = ""
-	rec := EncodeState(s)
+	rec := appendState(nil, s, formatV4)
 	i := bytes.Index(rec, []byte{1, 0, byte(s.Overrides.Set)}) // locked, no owner, overrides
 	if i < 0 {
 		t.Fatalf("lock and overrides not found in %x", rec)
@@ -517,7 +518,7 @@ func TestFormat3HasNoBlockBoundOverride(t *testing.T) {
 	}
 	// Without the bound, the same relabelled record decodes.
 	s.Overrides = Overrides{}.WithGrace(time.Second)
-	rec = EncodeState(s)
+	rec = appendState(nil, s, formatV4)
 	i = bytes.Index(rec, []byte{1, 0, byte(s.Overrides.Set)})
 	old = append(slices.Clone(rec[:i+1]), rec[i+2:]...)
 	old[3] = formatV3
