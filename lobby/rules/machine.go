@@ -58,7 +58,8 @@ func (m *Machine) Policy() Policy { return m.p }
 //  4. The command is judged on the caught-up lobby.
 //
 // If the command is refused (ErrBlocked, ErrLocked, ErrLobbyFull,
-// ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks), s is left
+// ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks,
+// ErrSessionEnded), s is left
 // exactly as it was: a refused command commits nothing, not even the
 // catch-up. Otherwise s is the new state, and Result.Changed reports whether
 // it differs from the old one (and so must be stored). A lobby that was
@@ -433,6 +434,12 @@ func (st *step) join(cmd Command, now time.Time) (bool, error) {
 	s, p := st.s, st.policy()
 	conn := Conn{Deadline: p.lease().HeartbeatDeadline(now)}
 	if cmd.Session != "" {
+		// A session that has ended attaches nothing: its process no
+		// longer speaks for its sockets (its clock may have lagged the
+		// lobby's last transition, past the session's deadline).
+		if end := st.ends.end(Conn{Session: cmd.Session}); !end.IsZero() && !now.Before(end) {
+			return false, &RefusalError{Err: ErrSessionEnded, Lobby: s.ID, Player: cmd.Player}
+		}
 		// Its process keeps the heartbeat deadline; the lobby keeps who
 		// vouches for it.
 		conn = Conn{Session: cmd.Session}

@@ -104,7 +104,9 @@ type SessionDeadlines map[string]time.Time
 
 // WithSession returns the Join cmd with its new connection held by session
 // (see [Command.Session]); "" leaves it with a stored heartbeat deadline.
-// Other operations ignore it.
+// Other operations ignore it. A join through a session whose deadline, as
+// the command's session deadlines give it, has passed at the join's time is
+// refused with ErrSessionEnded (before any other rule).
 func (cmd Command) WithSession(session string) Command {
 	cmd.Session = session
 	return cmd

@@ -257,6 +257,37 @@ func TestTimeOutEndsGenerationAtItsTime(t *testing.T) {
 	}
 }
 
+// TestJoinThroughAnEndedSessionIsRefused: a process whose session has
+// ended attaches nothing, also when its clock lags the lobby and the
+// session ended between its own time and the lobby's last transition.
+func TestJoinThroughAnEndedSessionIsRefused(t *testing.T) {
+	r := newRun(t, testPolicy())
+	r.heldJoin("p-17", "a")
+	r.at(5 * time.Second)
+	r.join("p-23")
+	before := r.s.Clone()
+	for _, c := range []struct {
+		at  time.Duration
+		end time.Time
+	}{
+		{6 * time.Second, t0.Add(6 * time.Second)}, // ends at the join's time
+		{3 * time.Second, t0.Add(4 * time.Second)}, // lagging clock: ended before the lobby's 5 s
+		{6 * time.Second, time.Time{}},             // the store no longer knows it
+	} {
+		r.at(c.at)
+		_, err := r.try(Join("p-41", nil).WithSession("a").WithSessionDeadlines(SessionDeadlines{"a": c.end}))
+		if !errors.Is(err, ErrSessionEnded) || !IsRefusal(err) {
+			t.Fatalf("join at %v through a session ended at %v: %v, want the ErrSessionEnded refusal", c.at, c.end, err)
+		}
+		if diff := cmp.Diff(before, r.s, cmpState); diff != "" {
+			t.Fatalf("refused join changed the state:\n%s", diff)
+		}
+	}
+	// Through a session still alive, or without one, it is admitted.
+	r.at(6 * time.Second)
+	r.do(Join("p-41", nil).WithSession("b").WithSessionDeadlines(SessionDeadlines{"a": t0.Add(6 * time.Second), "b": t0.Add(7 * time.Second)}))
+}
+
 // TestRefusedCommandCommitsNoSessionEnd: a refused command commits
 // nothing, not even the end of a session due on the way.
 func TestRefusedCommandCommitsNoSessionEnd(t *testing.T) {

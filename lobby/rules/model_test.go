@@ -263,6 +263,11 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 			out = OutcomeApplied
 		}
 	case OpJoin:
+		if cmd.Session != "" {
+			if d, ok := sd[cmd.Session]; ok && (!now.Before(d) || d.Before(m.updated)) {
+				return nil, 0, ErrSessionEnded
+			}
+		}
 		prev := m.host
 		mem := m.members[cmd.Player]
 		if mem == nil {

@@ -246,10 +246,11 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 	switch st.Op {
 	case OpJoin:
 		cmd = Join(p, attrs)
-		// A process joins through its session only while the session
-		// lives (by the unskewed clock, which is never behind the
-		// lobby's last transition).
-		if st.Session > 0 && !r.sessions.endedBy(sessionIDs[st.Session-1], r.clock) {
+		// A process joins through its session while the session lives
+		// (by the unskewed clock, which is never behind the lobby's last
+		// transition); now and then, one whose session has ended tries
+		// anyway, and is refused.
+		if st.Session > 0 && (st.Skew || !r.sessions.endedBy(sessionIDs[st.Session-1], r.clock)) {
 			cmd = cmd.WithSession(sessionIDs[st.Session-1])
 		}
 	case OpHeartbeat:
