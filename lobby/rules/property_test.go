@@ -508,3 +508,49 @@ func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 		}
 	})
 }
+
+// TestSessionDeadlinesMeanNothingWithoutHeldConnections: in a lobby whose
+// connections all store their heartbeat deadlines, session deadlines given
+// as input (passed or not) change no event, outcome or state: Apply with
+// or without them is the same function.
+func TestSessionDeadlinesMeanNothingWithoutHeldConnections(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := drawPolicy(t)
+		m, err := NewMachine(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched := drawSchedule(t)
+		plan := drawSessionPlan(t)
+		run := func(withDeadlines bool) ([]Result, []string, *State) {
+			r := newSchedRunner(m)
+			var results []Result
+			var errs []string
+			for _, st := range sched {
+				cmd, now := r.next(st)
+				if withDeadlines {
+					cmd = cmd.WithSessionDeadlines(plan.deadlines(now))
+				}
+				res, err := m.Apply(r.s, cmd, now)
+				if err != nil {
+					errs = append(errs, err.Error())
+					continue
+				}
+				r.record(cmd, res)
+				results = append(results, res)
+			}
+			return results, errs, r.s
+		}
+		resA, errsA, finalA := run(false)
+		resB, errsB, finalB := run(true)
+		if diff := cmp.Diff(resA, resB, cmpState); diff != "" {
+			t.Fatalf("results depend on session deadlines no connection is held by (-without +with):\n%s", diff)
+		}
+		if diff := cmp.Diff(errsA, errsB); diff != "" {
+			t.Fatalf("refusals depend on session deadlines (-without +with):\n%s", diff)
+		}
+		if diff := cmp.Diff(finalA, finalB, cmpState); diff != "" {
+			t.Fatalf("final state depends on session deadlines (-without +with):\n%s", diff)
+		}
+	})
+}
