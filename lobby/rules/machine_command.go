@@ -46,8 +46,10 @@ func (o Op) String() string {
 
 // Command is one input to [Machine.Apply]. Build it with the constructor of
 // its operation (Join, Heartbeat, ...); fields an operation does not use are
-// ignored. Commands never carry a time, a join sequence or a host: the
-// machine assigns those.
+// ignored. Commands never carry their own time, a join sequence or a host:
+// the machine assigns those. The one kind of time a command may carry is an
+// input the machine cannot know, the deadlines of the sessions holding the
+// lobby's connections (SessionDeadlines).
 type Command struct {
 	Op Op
 	// Player is the subject: the joining, heartbeating, disconnecting,
