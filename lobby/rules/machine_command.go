@@ -144,7 +144,9 @@ func Disconnect(player string, gen uint64) Command {
 // deadline, it ends gen at the command's time (raised, like any command's,
 // to the lobby's last transition time) with cause EndTimedOut; if it was the
 // member's last connection, the member turns reconnecting (reason
-// timed_out). A generation that is not live is stale.
+// timed_out). A generation that is not live is stale. A live one ends
+// whether or not a session holds it: the process holding a socket is the
+// judge of its silence.
 func TimeOut(player string, gen uint64) Command {
 	return Command{Op: OpTimeOut, Player: player, Gen: gen}
 }
