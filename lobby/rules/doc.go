@@ -27,6 +27,19 @@
 // earlier (a skewed clock in another process, a retried write) is applied at
 // that time instead, so time never runs backward inside a lobby.
 //
+// # Sessions
+//
+// A connection may be held by a session: the liveness record of the
+// process that holds its socket ([Conn.Session], set by a Join given
+// [Command.WithSession]). Such a connection stores no heartbeat deadline;
+// its process keeps one in memory and reports its passing with [TimeOut].
+// The deadlines of the sessions a lobby holds are an input of each
+// transition ([SessionDeadlines], given with
+// [Command.WithSessionDeadlines]), never read from a store: a session whose
+// deadline has passed ends every connection it holds at that deadline, in
+// the same order as the lobby's own deadlines. Without session deadlines,
+// every session counts as alive.
+//
 // # Encodings
 //
 // [AppendState], [AppendEvent] and [AppendEffects] write versioned binary

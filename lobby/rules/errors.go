@@ -44,6 +44,10 @@ var (
 	// ErrTooManyBlocks: a kick would add a block to a lobby that already
 	// holds the policy's MaxBlocks blocks in force.
 	ErrTooManyBlocks = errors.New("lobby: too many blocks in force")
+	// ErrSessionEnded: a join names a session whose deadline, as the
+	// command gives it, has passed at the join's time: that process no
+	// longer speaks for its connections and may not attach more.
+	ErrSessionEnded = errors.New("lobby: session ended")
 	// ErrCorrupt: stored bytes do not decode to a valid lobby or event.
 	ErrCorrupt = errors.New("lobby: corrupt record")
 	// ErrNotEmpty: a lobby that still has members cannot be reclaimed.
@@ -53,12 +57,12 @@ var (
 // refusals are the errors by which a rule refuses a command on the lobby's
 // current state, as opposed to bad input or a failure. A refused command
 // commits nothing.
-var refusals = [...]error{ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks, ErrNotEmpty}
+var refusals = [...]error{ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks, ErrNotEmpty, ErrSessionEnded}
 
 // IsRefusal reports whether err is a rule's refusal of a command on the
 // lobby's current state (ErrLobbyFull, ErrBlocked, ErrLocked, ErrNotHost,
-// ErrNotMember, ErrNotEligible, ErrTooManyBlocks, ErrNotEmpty) rather than
-// bad input or a failure.
+// ErrNotMember, ErrNotEligible, ErrTooManyBlocks, ErrNotEmpty,
+// ErrSessionEnded) rather than bad input or a failure.
 func IsRefusal(err error) bool {
 	for _, target := range refusals {
 		if errors.Is(err, target) {

@@ -50,14 +50,16 @@ func (m *Machine) Policy() Policy { return m.p }
 //     backward inside a lobby.
 //  3. Every deadline at or before now is applied in (deadline, join
 //     sequence, player, generation) order, each as of its own deadline:
-//     heartbeat deadlines end their generation (timed_out when it was the
-//     member's last), reconnect deadlines remove their member
+//     heartbeat deadlines, and the deadlines in cmd.SessionDeadlines of
+//     the sessions holding generations, end their generation (timed_out
+//     when it was the member's last), reconnect deadlines remove their member
 //     (lease_expired), and an emptied host seat goes to the successor
 //     eligible at that moment.
 //  4. The command is judged on the caught-up lobby.
 //
 // If the command is refused (ErrBlocked, ErrLocked, ErrLobbyFull,
-// ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks), s is left
+// ErrNotHost, ErrNotMember, ErrNotEligible, ErrTooManyBlocks,
+// ErrSessionEnded), s is left
 // exactly as it was: a refused command commits nothing, not even the
 // catch-up. Otherwise s is the new state, and Result.Changed reports whether
 // it differs from the old one (and so must be stored). A lobby that was
@@ -69,7 +71,8 @@ func (m *Machine) Policy() Policy { return m.p }
 //
 // Apply never reads a clock and never retains cmd.Attrs or any slice of the
 // result in s. It is deterministic: the same state, command and time always
-// yield the same result.
+// yield the same result. Without session deadlines in cmd, Apply judges
+// every session-held generation alive.
 func (m *Machine) Apply(s *State, cmd Command, now time.Time) (Result, error) {
 	if s == nil {
 		return Result{}, fmt.Errorf("%w: nil state", ErrInvalidCommand)
@@ -93,7 +96,7 @@ func (m *Machine) ApplyValidated(s *State, cmd Command, now time.Time) (Result, 
 		now = s.Updated
 	}
 	if m.refusable(cmd) {
-		if next := s.NextDeadline(); !next.IsZero() && !next.After(now) {
+		if next := s.nextDue(newSessionEnds(cmd.SessionDeadlines, s)); !next.IsZero() && !next.After(now) {
 			// Catching up changes s; work on a copy so that a refusal
 			// leaves s untouched.
 			work := s.Clone()
@@ -129,7 +132,16 @@ func checkCommand(cmd Command) error {
 	switch cmd.Op {
 	case OpTick:
 		return nil
-	case OpJoin, OpUpdate:
+	case OpJoin:
+		if err := validateAttrs(cmd.Attrs); err != nil {
+			return err
+		}
+		if cmd.Session != "" {
+			if err := ValidateID(cmd.Session); err != nil {
+				return fmt.Errorf("session: %w", err)
+			}
+		}
+	case OpUpdate:
 		if err := validateAttrs(cmd.Attrs); err != nil {
 			return err
 		}
@@ -149,7 +161,7 @@ func checkCommand(cmd Command) error {
 		return checkActor(cmd.Player)
 	case OpConfigure:
 		return cmd.Overrides.Validate()
-	case OpHeartbeat, OpDisconnect, OpExpireLease, OpLeave:
+	case OpHeartbeat, OpDisconnect, OpTimeOut, OpExpireLease, OpLeave:
 	default:
 		return fmt.Errorf("%w: unknown operation %d", ErrInvalidCommand, cmd.Op)
 	}
@@ -185,6 +197,9 @@ type step struct {
 	m *Machine
 	s *State
 	r *Result
+	// ends resolves the connections' own deadlines, session deadlines
+	// included, as of the start of the transition.
+	ends sessionEnds
 	// trigger is the ExpireLease being applied, if any; fired reports
 	// that the catch-up applied the deadline it names.
 	trigger *Command
@@ -193,7 +208,7 @@ type step struct {
 
 func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 	var r Result
-	st := step{m: m, s: s, r: &r}
+	st := step{m: m, s: s, r: &r, ends: newSessionEnds(cmd.SessionDeadlines, s)}
 	if cmd.Op == OpExpireLease {
 		st.trigger = &cmd
 	}
@@ -207,7 +222,9 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 	case OpHeartbeat:
 		changed = st.heartbeat(cmd, now)
 	case OpDisconnect:
-		changed = st.disconnect(cmd, now)
+		changed = st.disconnect(cmd, now, EndClosed, ReasonDisconnected)
+	case OpTimeOut:
+		changed = st.disconnect(cmd, now, EndTimedOut, ReasonTimedOut)
 	case OpLeave:
 		changed = st.leave(cmd, now)
 	case OpTransferHost:
@@ -256,6 +273,7 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 // catch-up did not apply: the deadline it names (the heartbeat deadline of
 // gen, or the reconnect deadline of a member whose most recently attached
 // generation is gen) is still pending, or it names nothing pending at all.
+// A session-held generation stores no deadline to name: stale.
 func pendingExpiry(s *State, player string, gen uint64) Outcome {
 	mem := s.Member(player)
 	if mem == nil {
@@ -302,7 +320,8 @@ func (st *step) catchUp(now time.Time) (last time.Time, any bool) {
 }
 
 // earliest finds the first pending deadline in (deadline, join sequence,
-// player, generation) order: members are kept in join-sequence order and
+// player, generation) order, a session's deadline counting as the own
+// deadline of each connection it holds: members are kept in join-sequence order and
 // connections in generation order, so the first minimum met while scanning
 // is the one. ci is -1 for a reconnect deadline; mi is -1 if none is pending.
 func (st *step) earliest() (mi, ci int, d time.Time) {
@@ -313,8 +332,8 @@ func (st *step) earliest() (mi, ci int, d time.Time) {
 			mi, ci, d = i, -1, mem.ReconnectBy
 		}
 		for j, c := range mem.Conns {
-			if !c.Deadline.IsZero() && (mi < 0 || c.Deadline.Before(d)) {
-				mi, ci, d = i, j, c.Deadline
+			if e := st.ends.end(c); !e.IsZero() && (mi < 0 || e.Before(d)) {
+				mi, ci, d = i, j, e
 			}
 		}
 	}
@@ -354,7 +373,7 @@ func (st *step) fillHost(t time.Time) {
 	best := -1
 	for i := range s.Members {
 		mem := &s.Members[i]
-		if !mem.liveAt(t) || !rule.IsEligible(mem.candidate()) {
+		if !mem.liveAt(t, st.ends) || !rule.IsEligible(mem.candidate()) {
 			continue
 		}
 		if best < 0 || rule.Less(mem.candidate(), s.Members[best].candidate()) {
@@ -372,7 +391,7 @@ func (st *step) policy() Policy { return st.s.policy(st.m.p) }
 
 // eligible reports whether mem may host at t.
 func (st *step) eligible(mem *Member, t time.Time) bool {
-	return mem.liveAt(t) && st.m.p.Succession.IsEligible(mem.candidate())
+	return mem.liveAt(t, st.ends) && st.m.p.Succession.IsEligible(mem.candidate())
 }
 
 // emit records one visible change: the next revision and its event.
@@ -414,6 +433,17 @@ func ownAttrs(attrs map[string]string) map[string]string {
 func (st *step) join(cmd Command, now time.Time) (bool, error) {
 	s, p := st.s, st.policy()
 	conn := Conn{Deadline: p.lease().HeartbeatDeadline(now)}
+	if cmd.Session != "" {
+		// A session that has ended attaches nothing: its process no
+		// longer speaks for its sockets (its clock may have lagged the
+		// lobby's last transition, past the session's deadline).
+		if end := st.ends.end(Conn{Session: cmd.Session}); !end.IsZero() && !now.Before(end) {
+			return false, &RefusalError{Err: ErrSessionEnded, Lobby: s.ID, Player: cmd.Player}
+		}
+		// Its process keeps the heartbeat deadline; the lobby keeps who
+		// vouches for it.
+		conn = Conn{Session: cmd.Session}
+	}
 	prev := s.Host
 	i := s.memberIndex(cmd.Player)
 	if i < 0 {
@@ -503,6 +533,11 @@ func (st *step) heartbeat(cmd Command, now time.Time) bool {
 		return false
 	}
 	st.r.Outcome = OutcomeApplied
+	if mem.Conns[i].Session != "" {
+		// Its heartbeat deadline lives in the memory of the process that
+		// holds its socket: nothing stored moves.
+		return false
+	}
 	if old := mem.Conns[i].Deadline; !old.IsZero() {
 		st.r.Slack = old.Sub(now)
 	}
@@ -514,18 +549,20 @@ func (st *step) heartbeat(cmd Command, now time.Time) bool {
 	return true
 }
 
-func (st *step) disconnect(cmd Command, now time.Time) bool {
+// disconnect ends a live generation now: its socket closed (Disconnect) or
+// went silent (TimeOut). The member's last one turns it reconnecting.
+func (st *step) disconnect(cmd Command, now time.Time, cause EndCause, reason Reason) bool {
 	mem, i := st.liveConn(cmd.Player, cmd.Gen)
 	if mem == nil {
 		st.r.Outcome = OutcomeStale
 		return false
 	}
 	st.r.Outcome = OutcomeApplied
-	st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: cmd.Gen, Cause: EndClosed, At: now})
+	st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: cmd.Gen, Cause: cause, At: now})
 	mem.Conns = slices.Delete(mem.Conns, i, i+1)
 	if len(mem.Conns) == 0 {
 		mem.ReconnectBy = st.policy().lease().ReconnectDeadline(now)
-		st.emit(ReasonDisconnected, mem.Player, now, st.s.Host)
+		st.emit(reason, mem.Player, now, st.s.Host)
 	}
 	return true
 }

@@ -18,7 +18,8 @@ import (
 // host, always a member, the first eligible member in succession order
 // unless a transfer chose it; the revision grows by one per visible change
 // and by nothing else; the admission rules (blocks, the lock, the caps) and
-// what each command promises.
+// what each command promises. A session-held generation is live at t
+// exactly while the deadline cmd gives its session, if any, is after t.
 func (m *Machine) CheckTransition(before, after *State, cmd Command, res Result, now time.Time) error {
 	if err := after.Validate(); err != nil {
 		return fmt.Errorf("%v: %v", cmd.Op, err)
@@ -26,9 +27,11 @@ func (m *Machine) CheckTransition(before, after *State, cmd Command, res Result,
 	if now.Before(before.Updated) {
 		now = before.Updated
 	}
+	ends := newSessionEnds(cmd.SessionDeadlines, before)
+	tick := Tick().WithSessionDeadlines(cmd.SessionDeadlines)
 	// The lobby the command was judged on: before, caught up to now.
 	caught := before.Clone()
-	if _, err := m.Apply(caught, Tick(), now); err != nil {
+	if _, err := m.Apply(caught, tick, now); err != nil {
 		return err
 	}
 	if err := m.admissionErr(caught, after, cmd, now); err != nil {
@@ -38,8 +41,8 @@ func (m *Machine) CheckTransition(before, after *State, cmd Command, res Result,
 	// reconnecting member is listed until its deadline.
 	for _, mem := range after.Members {
 		for _, c := range mem.Conns {
-			if !c.Deadline.IsZero() && !now.Before(c.Deadline) {
-				return fmt.Errorf("%v: %s holds generation %d past its deadline %v at %v", cmd.Op, mem.Player, c.Gen, c.Deadline, now)
+			if d := ends.end(c); !d.IsZero() && !now.Before(d) {
+				return fmt.Errorf("%v: %s holds generation %d (session %q) past its deadline %v at %v", cmd.Op, mem.Player, c.Gen, c.Session, d, now)
 			}
 		}
 		if mem.Status() == StatusReconnecting && !now.Before(mem.ReconnectBy) {
@@ -57,7 +60,7 @@ func (m *Machine) CheckTransition(before, after *State, cmd Command, res Result,
 	if after.Host == "" {
 		for i := range after.Members {
 			mem := &after.Members[i]
-			if mem.liveAt(now) && m.p.Succession.IsEligible(mem.candidate()) {
+			if mem.liveAt(now, ends) && m.p.Succession.IsEligible(mem.candidate()) {
 				return fmt.Errorf("%v: no host while %s is eligible", cmd.Op, mem.Player)
 			}
 		}
@@ -93,6 +96,27 @@ func (m *Machine) CheckTransition(before, after *State, cmd Command, res Result,
 	if after.Revision != before.Revision+uint64(len(res.Events)) {
 		return fmt.Errorf("%v: revision %d → %d with %d events", cmd.Op, before.Revision, after.Revision, len(res.Events))
 	}
+	// A join's connection is held by the session it names, which then
+	// stores no heartbeat deadline; a close or time-out that applied ends
+	// its generation.
+	switch cmd.Op {
+	case OpJoin:
+		mem := after.Member(cmd.Player)
+		i := -1
+		if mem != nil {
+			i = mem.connIndex(res.Gen)
+		}
+		if i < 0 {
+			return fmt.Errorf("join of %s: generation %d not held", cmd.Player, res.Gen)
+		}
+		if c := mem.Conns[i]; c.Session != cmd.Session || (c.Session != "" && !c.Deadline.IsZero()) {
+			return fmt.Errorf("join of %s in session %q: connection %+v", cmd.Player, cmd.Session, c)
+		}
+	case OpDisconnect, OpTimeOut:
+		if mem := after.Member(cmd.Player); res.Outcome == OutcomeApplied && mem != nil && mem.connIndex(cmd.Gen) >= 0 {
+			return fmt.Errorf("%v of %s generation %d applied, but it is still held", cmd.Op, cmd.Player, cmd.Gen)
+		}
+	}
 	// Joins allocate consecutively.
 	if cmd.Op == OpJoin && (res.Gen != before.NextGen || after.NextGen != before.NextGen+1) {
 		return fmt.Errorf("join: generation %d (next %d→%d)", res.Gen, before.NextGen, after.NextGen)
@@ -103,7 +127,7 @@ func (m *Machine) CheckTransition(before, after *State, cmd Command, res Result,
 	// A stale report changes nothing beyond the catch-up.
 	if res.Outcome == OutcomeStale {
 		caught := before.Clone()
-		if _, err := m.Apply(caught, Tick(), now); err != nil {
+		if _, err := m.Apply(caught, tick, now); err != nil {
 			return err
 		}
 		if !bytes.Equal(EncodeState(caught), EncodeState(after)) {

@@ -30,23 +30,34 @@ const (
 	// the overrides, each member's attributes and reconnect deadline, and
 	// the newer reasons to an event; formatV4 adds to a lobby who set its
 	// lock, and to the overrides of both the bound on blocks (an event is
-	// otherwise laid out as in formatV3). All decode (what an older
-	// format lacks is zero: a lock read from formatV3 counts as the
-	// server's, so it keeps the rule it was set under and stays until it
-	// is unlocked); AppendState and AppendEvent write the newest.
+	// otherwise laid out as in formatV3); formatV5 adds to each connection
+	// of a lobby the session that holds it (an event is laid out as in
+	// formatV4). All decode (what an older format lacks is zero: a lock
+	// read from formatV3 counts as the server's, so it keeps the rule it
+	// was set under and stays until it is unlocked; a connection read from
+	// formatV4 or older is held by no session); AppendState and AppendEvent
+	// write the newest.
 	formatV1      = 1
 	formatV2      = 2
 	formatV3      = 3
 	formatV4      = 4
-	formatCurrent = formatV4
+	formatV5      = 5
+	formatCurrent = formatV5
 	maxDecodeID   = MaxIDLen
 )
 
 // AppendState appends the encoding of s to dst and returns the extended
 // slice.
 func AppendState(dst []byte, s *State) []byte {
+	return appendState(dst, s, formatCurrent)
+}
+
+// appendState appends s in the given format, formatV4 or newer; a format
+// older than formatV5 drops the connections' sessions (tests write older
+// records with it).
+func appendState(dst []byte, s *State, format byte) []byte {
 	dst = append(dst, stateMagic...)
-	dst = append(dst, formatCurrent)
+	dst = append(dst, format)
 	dst = appendString(dst, s.ID)
 	dst = binary.AppendUvarint(dst, s.Revision)
 	dst = binary.AppendUvarint(dst, s.NextJoinSeq)
@@ -70,6 +81,9 @@ func AppendState(dst []byte, s *State) []byte {
 		for _, c := range m.Conns {
 			dst = binary.AppendUvarint(dst, c.Gen)
 			dst = appendTime(dst, c.Deadline)
+			if format >= formatV5 {
+				dst = appendString(dst, c.Session)
+			}
 		}
 	}
 	return dst
@@ -129,10 +143,19 @@ func DecodeState(data []byte) (*State, error) {
 		m.LastGen = d.uvarint()
 		m.ReconnectBy = d.time()
 		m.Attrs = d.attrs()
-		if nc := d.count(2); nc > 0 {
+		// A connection takes at least 2 bytes (a generation and a time),
+		// 3 with its session.
+		connSize := 2
+		if format >= formatV5 {
+			connSize = 3
+		}
+		if nc := d.count(connSize); nc > 0 {
 			m.Conns = make([]Conn, nc)
 			for j := 0; j < nc && d.err == nil; j++ {
 				m.Conns[j] = Conn{Gen: d.uvarint(), Deadline: d.time()}
+				if format >= formatV5 {
+					m.Conns[j].Session = d.str(maxDecodeID)
+				}
 			}
 		}
 	}
@@ -149,7 +172,8 @@ func DecodeState(data []byte) (*State, error) {
 // strictly increasing join-sequence order with unique players, generations
 // unique, increasing per member and below NextGen, online members without a
 // reconnect deadline and reconnecting members with one, every pending
-// deadline after Updated, a host who is a member, a member's lock only on a
+// deadline after Updated, session-held connections with a valid session ID
+// and no stored heartbeat deadline, a host who is a member, a member's lock only on a
 // locked lobby that has members, overrides that validate, and blocks of
 // valid non-member IDs that end after Updated. The error wraps ErrCorrupt.
 //
@@ -212,6 +236,14 @@ func (s *State) Validate() error {
 			prevGen = c.Gen
 			if !c.Deadline.IsZero() && !c.Deadline.After(s.Updated) {
 				return bad("member %d: heartbeat deadline %v not after the last transition", i, c.Deadline)
+			}
+			if c.Session != "" {
+				if err := ValidateID(c.Session); err != nil {
+					return fmt.Errorf("%w: lobby %q: member %d: generation %d: session: %w", ErrCorrupt, s.ID, i, c.Gen, err)
+				}
+				if !c.Deadline.IsZero() {
+					return bad("member %d: generation %d held by a session has a stored heartbeat deadline", i, c.Gen)
+				}
 			}
 			gens = append(gens, c.Gen)
 		}

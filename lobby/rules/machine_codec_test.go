@@ -261,7 +261,9 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add([]byte("LHS\x02"))
 	f.Add([]byte("LHS\x03"))
 	f.Add([]byte("LHS\x04"))
-	for _, name := range []string{"format1-state.bin", "format2-state.bin", "format3-state.bin"} {
+	f.Add([]byte("LHS\x05"))
+	f.Add(EncodeState(sessionLobby(&testing.T{})))
+	for _, name := range []string{"format1-state.bin", "format2-state.bin", "format3-state.bin", "format4-state.bin"} {
 		old, err := os.ReadFile("testdata/" + name)
 		if err != nil {
 			f.Fatal(err)
@@ -295,8 +297,15 @@ func FuzzDecodeState(f *testing.F) {
 		if now.IsZero() {
 			now = t0
 		}
-		if _, err := m.Apply(s, Tick(), now.Add(time.Hour)); err != nil {
+		ended := SessionDeadlines{}
+		for _, id := range s.Sessions() {
+			ended[id] = now.Add(time.Minute)
+		}
+		if _, err := m.Apply(s, Tick().WithSessionDeadlines(ended), now.Add(time.Hour)); err != nil {
 			t.Fatalf("Tick on a decoded state: %v", err)
+		}
+		if got := s.Sessions(); got != nil {
+			t.Fatalf("sessions %v still hold connections after they ended", got)
 		}
 		if err := s.Validate(); err != nil {
 			t.Fatalf("Tick broke a decoded state: %v", err)
@@ -498,9 +507,10 @@ func TestFormat3HasNoBlockBoundOverride(t *testing.T) {
 	if _, err := DecodeEvent(EncodeEvent(&e)); err != nil {
 		t.Fatalf("format 4 event with a block bound: %v", err)
 	}
-	// Format 3 put no lock owner in a record: drop it, then relabel.
+	// Format 3 put no lock owner in a record: drop it from a format 4
+	// record, then relabel.
 	s.LockedBy = ""
-	rec := EncodeState(s)
+	rec := appendState(nil, s, formatV4)
 	i := bytes.Index(rec, []byte{1, 0, byte(s.Overrides.Set)}) // locked, no owner, overrides
 	if i < 0 {
 		t.Fatalf("lock and overrides not found in %x", rec)
@@ -517,7 +527,7 @@ func TestFormat3HasNoBlockBoundOverride(t *testing.T) {
 	}
 	// Without the bound, the same relabelled record decodes.
 	s.Overrides = Overrides{}.WithGrace(time.Second)
-	rec = EncodeState(s)
+	rec = appendState(nil, s, formatV4)
 	i = bytes.Index(rec, []byte{1, 0, byte(s.Overrides.Set)})
 	old = append(slices.Clone(rec[:i+1]), rec[i+2:]...)
 	old[3] = formatV3

@@ -19,6 +19,7 @@ const (
 	OpKick
 	OpLock
 	OpConfigure
+	OpTimeOut
 )
 
 var opNames = [...]string{
@@ -33,6 +34,7 @@ var opNames = [...]string{
 	OpKick:         "kick",
 	OpLock:         "lock",
 	OpConfigure:    "configure",
+	OpTimeOut:      "time_out",
 }
 
 func (o Op) String() string {
@@ -44,8 +46,10 @@ func (o Op) String() string {
 
 // Command is one input to [Machine.Apply]. Build it with the constructor of
 // its operation (Join, Heartbeat, ...); fields an operation does not use are
-// ignored. Commands never carry a time, a join sequence or a host: the
-// machine assigns those.
+// ignored. Commands never carry their own time, a join sequence or a host:
+// the machine assigns those. The one kind of time a command may carry is an
+// input the machine cannot know, the deadlines of the sessions holding the
+// lobby's connections (SessionDeadlines).
 type Command struct {
 	Op Op
 	// Player is the subject: the joining, heartbeating, disconnecting,
@@ -70,6 +74,51 @@ type Command struct {
 	// ObservedAt, for ExpireLease: when the caller noticed the deadline.
 	// For diagnostics only; it changes nothing.
 	ObservedAt time.Time
+	// Session, for Join: the session of the joining process, which then
+	// holds the new connection ("" for none: the connection gets a stored
+	// heartbeat deadline). Set it with [Command.WithSession].
+	Session string
+	// SessionDeadlines, for every operation: the deadlines of the sessions
+	// the lobby's connections are held by, as the caller knows them at the
+	// command's time (nil: no session has ended). Set it with
+	// [Command.WithSessionDeadlines].
+	SessionDeadlines SessionDeadlines
+}
+
+// SessionDeadlines maps a session ID to its deadline, the moment the
+// session's process stops vouching for its connections. It is an input to
+// a transition, like its time: the machine never reads a store. Before a
+// command is judged at now, every connection held by a session whose
+// deadline D is at or before now ends at D, exactly as a connection whose
+// stored heartbeat deadline passed at D: in (deadline, join sequence,
+// player, generation) order with the lobby's other deadlines, the last
+// connection of a member turning it reconnecting until D + grace (reason
+// timed_out), the host seat passing to the successor eligible at D.
+//
+// A session missing from the map, or whose deadline is after now, is alive:
+// only whether a deadline has passed at now matters, not how far ahead a
+// live one lies, so a caller may pass any deadline it has seen that is
+// still ahead (session deadlines only move forward). A deadline before the
+// lobby's last transition time (the zero time included: a session its
+// store no longer knows) counts as that time. The machine reads only the
+// entries of sessions the lobby holds (see [State.Sessions]).
+type SessionDeadlines map[string]time.Time
+
+// WithSession returns the Join cmd with its new connection held by session
+// (see [Command.Session]); "" leaves it with a stored heartbeat deadline.
+// Other operations ignore it. A join through a session whose deadline, as
+// the command's session deadlines give it, has passed at the join's time is
+// refused with ErrSessionEnded (before any other rule).
+func (cmd Command) WithSession(session string) Command {
+	cmd.Session = session
+	return cmd
+}
+
+// WithSessionDeadlines returns cmd judged with the session deadlines d
+// (see [SessionDeadlines]). d is read, never kept or changed.
+func (cmd Command) WithSessionDeadlines(d SessionDeadlines) Command {
+	cmd.SessionDeadlines = d
+	return cmd
 }
 
 // Join admits player: a new member, a reconnecting member coming back, or a
@@ -87,6 +136,19 @@ func Heartbeat(player string, gen uint64) Command {
 // Disconnect reports that generation gen of player closed.
 func Disconnect(player string, gen uint64) Command {
 	return Command{Op: OpDisconnect, Player: player, Gen: gen}
+}
+
+// TimeOut reports that generation gen of player went silent: the heartbeat
+// deadline the process holding its socket keeps in memory (for a
+// session-held connection, which stores none) has passed. Stamped with that
+// deadline, it ends gen at the command's time (raised, like any command's,
+// to the lobby's last transition time) with cause EndTimedOut; if it was the
+// member's last connection, the member turns reconnecting (reason
+// timed_out). A generation that is not live is stale. A live one ends
+// whether or not a session holds it: the process holding a socket is the
+// judge of its silence.
+func TimeOut(player string, gen uint64) Command {
+	return Command{Op: OpTimeOut, Player: player, Gen: gen}
 }
 
 // ExpireLease asks for the deadline named by (player, gen) to be applied:

@@ -152,7 +152,9 @@ type EndCause uint8
 const (
 	// EndClosed: its close was reported (Disconnect).
 	EndClosed EndCause = iota + 1
-	// EndTimedOut: its heartbeat deadline passed.
+	// EndTimedOut: its heartbeat deadline passed (stored, or kept by the
+	// process holding its socket and reported with TimeOut), or the
+	// deadline of the session holding it did.
 	EndTimedOut
 	// EndSuperseded: the player opened more connections than
 	// MaxConnectionsPerPlayer allows and this was the oldest.

@@ -2,6 +2,7 @@ package rules
 
 import (
 	"maps"
+	"slices"
 	"time"
 
 	"github.com/lobbyhost/lobbyhost/lease"
@@ -33,10 +34,19 @@ func (s Status) String() string {
 type Conn struct {
 	// Gen is the generation the lobby allocated when the connection joined.
 	Gen uint64
-	// Deadline is the heartbeat deadline: the connection ends at this
-	// moment unless a heartbeat pushes it later. Zero when heartbeat
-	// deadlines are disabled.
+	// Deadline is the stored heartbeat deadline: the connection ends at
+	// this moment unless a heartbeat pushes it later. Zero when heartbeat
+	// deadlines are disabled, and always zero for a session-held
+	// connection.
 	Deadline time.Time
+	// Session is the session that holds the connection: the liveness
+	// record of the process that holds its socket ("" for none). A
+	// session-held connection stores no heartbeat deadline: the process
+	// keeps that deadline in its own memory and reports its passing with
+	// [TimeOut]; in the lobby, the connection lives until it is closed,
+	// timed out, superseded or removed, or until its session's deadline
+	// (see [SessionDeadlines]).
+	Session string
 }
 
 // Member is one player in a lobby.
@@ -67,14 +77,50 @@ func (m *Member) Status() Status {
 }
 
 // liveAt reports whether m holds a connection that is live at t: one whose
-// heartbeat deadline, if any, has not passed at t.
-func (m *Member) liveAt(t time.Time) bool {
+// own deadline (its heartbeat deadline, or its session's as e resolves it),
+// if any, has not passed at t.
+func (m *Member) liveAt(t time.Time, e sessionEnds) bool {
 	for _, c := range m.Conns {
-		if lease.Valid(c.Deadline, t) {
+		if lease.Valid(e.end(c), t) {
 			return true
 		}
 	}
 	return false
+}
+
+// sessionEnds resolves, for one transition, the moment each connection ends
+// on its own: its stored heartbeat deadline, or for a session-held one its
+// session's deadline as the input gave it. A session deadline before floor
+// (the lobby's last transition time) counts as floor: whoever committed at
+// floor judged the session alive then, so it cannot have ended earlier in
+// this lobby, and time never runs backward inside a lobby.
+type sessionEnds struct {
+	d     SessionDeadlines
+	floor time.Time
+}
+
+func newSessionEnds(d SessionDeadlines, s *State) sessionEnds {
+	return sessionEnds{d: d, floor: later(s.Updated, minTime)}
+}
+
+// end returns when c ends unless something ends it sooner; zero for never.
+func (e sessionEnds) end(c Conn) time.Time {
+	if c.Session == "" {
+		return c.Deadline
+	}
+	d, ok := e.d[c.Session]
+	if !ok {
+		return time.Time{}
+	}
+	return later(d.Round(0).UTC(), e.floor)
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
 }
 
 func (m *Member) connIndex(gen uint64) int {
@@ -206,10 +252,20 @@ func (s *State) memberIndex(player string) int {
 	return -1
 }
 
-// NextDeadline returns the earliest pending deadline (a connection's
+// NextDeadline returns the earliest pending stored deadline (a connection's
 // heartbeat deadline or a member's reconnect deadline), or the zero time if
 // there is none. It is the moment the lobby next has work to do on its own.
+//
+// It leaves out the deadlines of the sessions that hold connections: those
+// live in the sessions' own records, not in the lobby, so a sweeper learns
+// of an ended session from the store's list of expired sessions and then
+// applies it to each lobby the session holds.
 func (s *State) NextDeadline() time.Time {
+	return s.nextDue(sessionEnds{})
+}
+
+// nextDue is NextDeadline with the session deadlines e knows.
+func (s *State) nextDue(e sessionEnds) time.Time {
 	var next time.Time
 	for i := range s.Members {
 		m := &s.Members[i]
@@ -217,12 +273,28 @@ func (s *State) NextDeadline() time.Time {
 			next = m.ReconnectBy
 		}
 		for _, c := range m.Conns {
-			if !c.Deadline.IsZero() && (next.IsZero() || c.Deadline.Before(next)) {
-				next = c.Deadline
+			if d := e.end(c); !d.IsZero() && (next.IsZero() || d.Before(next)) {
+				next = d
 			}
 		}
 	}
 	return next
+}
+
+// Sessions returns the sessions that hold live connections in the lobby,
+// sorted, without duplicates; nil if none does. It is what a store indexes
+// so that a session's end can find the lobbies it holds.
+func (s *State) Sessions() []string {
+	var out []string
+	for i := range s.Members {
+		for _, c := range s.Members[i].Conns {
+			if c.Session != "" {
+				out = append(out, c.Session)
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // View returns the member view clients see: every member in join-sequence

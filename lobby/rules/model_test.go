@@ -31,6 +31,7 @@ type refMember struct {
 	seq         uint64
 	attrs       map[string]string
 	gens        map[uint64]time.Time // live generation → heartbeat deadline (zero: none)
+	held        map[uint64]string    // live generation → the session holding it, if one does
 	lastGen     uint64
 	reconnectBy time.Time
 }
@@ -112,24 +113,42 @@ func (m *refModel) event(reason Reason, subject string, at time.Time, prev strin
 		Members: m.view(), Reason: reason, Subject: subject, At: at}
 }
 
-func (m *refModel) eligible(id string, t time.Time) bool {
+// ownDeadline is when generation g of mem ends on its own, given the
+// session deadlines sd: its stored heartbeat deadline, or the deadline of
+// the session holding it, never before the last transition; zero for none.
+func (m *refModel) ownDeadline(mem *refMember, g uint64, sd SessionDeadlines) time.Time {
+	sess, ok := mem.held[g]
+	if !ok {
+		return mem.gens[g]
+	}
+	d, ok := sd[sess]
+	if !ok {
+		return time.Time{}
+	}
+	if d.Before(m.updated) {
+		return m.updated
+	}
+	return d
+}
+
+func (m *refModel) eligible(id string, t time.Time, sd SessionDeadlines) bool {
 	mem := m.members[id]
 	live := false
-	for _, d := range mem.gens {
-		if d.IsZero() || t.Before(d) {
+	for g := range mem.gens {
+		if d := m.ownDeadline(mem, g, sd); d.IsZero() || t.Before(d) {
 			live = true
 		}
 	}
 	return live && m.p.Succession.IsEligible(succCand(id, mem))
 }
 
-func (m *refModel) fill(t time.Time) {
+func (m *refModel) fill(t time.Time, sd SessionDeadlines) {
 	if m.host != "" {
 		return
 	}
 	var ids []string
 	for id := range m.members {
-		if m.eligible(id, t) {
+		if m.eligible(id, t, sd) {
 			ids = append(ids, id)
 		}
 	}
@@ -148,14 +167,14 @@ func (m *refModel) fill(t time.Time) {
 	}
 }
 
-func (m *refModel) pending() []refDeadline {
+func (m *refModel) pending(sd SessionDeadlines) []refDeadline {
 	var ds []refDeadline
 	for id, mem := range m.members {
 		if !mem.reconnectBy.IsZero() {
 			ds = append(ds, refDeadline{mem.reconnectBy, mem.seq, id, 0})
 		}
-		for g, d := range mem.gens {
-			if !d.IsZero() {
+		for g := range mem.gens {
+			if d := m.ownDeadline(mem, g, sd); !d.IsZero() {
 				ds = append(ds, refDeadline{d, mem.seq, id, g})
 			}
 		}
@@ -167,12 +186,12 @@ func (m *refModel) pending() []refDeadline {
 }
 
 // removeMember takes player out at t and fills the host seat it may leave.
-func (m *refModel) removeMember(player string, reason Reason, t time.Time) Event {
+func (m *refModel) removeMember(player string, reason Reason, t time.Time, sd SessionDeadlines) Event {
 	prev := m.host
 	delete(m.members, player)
 	if m.host == player {
 		m.host = ""
-		m.fill(t)
+		m.fill(t, sd)
 	}
 	if len(m.members) == 0 && m.locked && m.lockBy != "" {
 		// A member's lock goes with the last member.
@@ -189,9 +208,12 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 	if now.Before(m.updated) {
 		now = m.updated
 	}
+	// m.updated stays the last transition before this one until the end,
+	// so session deadlines are judged against it all through.
+	sd := cmd.SessionDeadlines
 	var last time.Time
 	for {
-		ds := m.pending()
+		ds := m.pending(sd)
 		if len(ds) == 0 || ds[0].at.After(now) {
 			break
 		}
@@ -203,13 +225,14 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		}
 		if d.gen != 0 {
 			delete(mem.gens, d.gen)
+			delete(mem.held, d.gen)
 			if len(mem.gens) == 0 {
 				mem.reconnectBy = d.at.Add(m.grace())
 				events = append(events, m.event(ReasonTimedOut, d.player, d.at, m.host))
 			}
 			continue
 		}
-		events = append(events, m.removeMember(d.player, ReasonLeaseExpired, d.at))
+		events = append(events, m.removeMember(d.player, ReasonLeaseExpired, d.at, sd))
 	}
 	caughtUp := !last.IsZero()
 	changed := false
@@ -240,6 +263,11 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 			out = OutcomeApplied
 		}
 	case OpJoin:
+		if cmd.Session != "" {
+			if d, ok := sd[cmd.Session]; ok && (!now.Before(d) || d.Before(m.updated)) {
+				return nil, 0, ErrSessionEnded
+			}
+		}
 		prev := m.host
 		mem := m.members[cmd.Player]
 		if mem == nil {
@@ -252,14 +280,12 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 			if maxMembers > 0 && len(m.members) >= maxMembers {
 				return nil, 0, ErrLobbyFull
 			}
-			mem = &refMember{seq: m.nextSeq, gens: map[uint64]time.Time{}}
+			mem = &refMember{seq: m.nextSeq, gens: map[uint64]time.Time{}, held: map[uint64]string{}}
 			m.nextSeq++
 			m.members[cmd.Player] = mem
 			mem.attrs = keptAttrs(cmd.Attrs)
-			mem.gens[m.nextGen] = hb()
-			mem.lastGen = m.nextGen
-			m.nextGen++
-			m.fill(now)
+			m.attach(mem, cmd.Session, hb())
+			m.fill(now, sd)
 			events = append(events, m.event(ReasonJoined, cmd.Player, now, prev))
 		} else {
 			attrsChanged := cmd.Attrs != nil && !sameAttrs(cmd.Attrs, mem.attrs)
@@ -271,13 +297,12 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 				for len(mem.gens) >= n {
 					oldest := slices.Min(slices.Collect(mapsKeys(mem.gens)))
 					delete(mem.gens, oldest)
+					delete(mem.held, oldest)
 				}
 			}
-			mem.gens[m.nextGen] = hb()
-			mem.lastGen = m.nextGen
-			m.nextGen++
+			m.attach(mem, cmd.Session, hb())
 			mem.reconnectBy = time.Time{}
-			m.fill(now)
+			m.fill(now, sd)
 			if wasOff {
 				events = append(events, m.event(ReasonReconnected, cmd.Player, now, prev))
 			} else if attrsChanged {
@@ -290,21 +315,30 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		if mem := m.members[cmd.Player]; mem != nil {
 			if d, ok := mem.gens[cmd.Gen]; ok {
 				out = OutcomeApplied
+				if _, held := mem.held[cmd.Gen]; held {
+					// Its process keeps its heartbeat deadline.
+					break
+				}
 				if nd := hb(); !nd.Equal(d) {
 					mem.gens[cmd.Gen] = nd
 					changed = true
 				}
 			}
 		}
-	case OpDisconnect:
+	case OpDisconnect, OpTimeOut:
 		out = OutcomeStale
 		if mem := m.members[cmd.Player]; mem != nil {
 			if _, ok := mem.gens[cmd.Gen]; ok {
 				out, changed = OutcomeApplied, true
 				delete(mem.gens, cmd.Gen)
+				delete(mem.held, cmd.Gen)
 				if len(mem.gens) == 0 {
 					mem.reconnectBy = now.Add(m.grace())
-					events = append(events, m.event(ReasonDisconnected, cmd.Player, now, m.host))
+					reason := ReasonDisconnected
+					if cmd.Op == OpTimeOut {
+						reason = ReasonTimedOut
+					}
+					events = append(events, m.event(reason, cmd.Player, now, m.host))
 				}
 			}
 		}
@@ -312,7 +346,7 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		out = OutcomeNoop
 		if m.members[cmd.Player] != nil {
 			out, changed = OutcomeApplied, true
-			events = append(events, m.removeMember(cmd.Player, ReasonLeft, now))
+			events = append(events, m.removeMember(cmd.Player, ReasonLeft, now, sd))
 		}
 	case OpUpdate:
 		mem := m.members[cmd.Player]
@@ -324,7 +358,7 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		default:
 			prev := m.host
 			mem.attrs = keptAttrs(cmd.Attrs)
-			m.fill(now)
+			m.fill(now, sd)
 			out, changed = OutcomeApplied, true
 			events = append(events, m.event(ReasonUpdated, cmd.Player, now, prev))
 		}
@@ -336,7 +370,7 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 			return nil, 0, ErrNotMember
 		case cmd.To == cmd.Player:
 			out, changed = OutcomeApplied, true
-			events = append(events, m.removeMember(cmd.To, ReasonLeft, now))
+			events = append(events, m.removeMember(cmd.To, ReasonLeft, now, sd))
 		default:
 			if cmd.Block > 0 {
 				// Blocks in force other than the target's own, against
@@ -360,7 +394,7 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 				m.blocks[cmd.To] = now.Add(cmd.Block)
 			}
 			out, changed = OutcomeApplied, true
-			events = append(events, m.removeMember(cmd.To, ReasonKicked, now))
+			events = append(events, m.removeMember(cmd.To, ReasonKicked, now, sd))
 		}
 	case OpLock:
 		switch {
@@ -408,7 +442,7 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 			return nil, 0, ErrNotHost
 		case m.members[cmd.To] == nil:
 			return nil, 0, ErrNotMember
-		case !m.eligible(cmd.To, now):
+		case !m.eligible(cmd.To, now, sd):
 			return nil, 0, ErrNotEligible
 		case cmd.To == cmd.Player:
 			out = OutcomeNoop
@@ -433,6 +467,18 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 		}
 	}
 	return events, out, nil
+}
+
+// attach gives mem the next generation, held by session if one is named
+// (then with no stored heartbeat deadline), else with deadline hb.
+func (m *refModel) attach(mem *refMember, session string, hb time.Time) {
+	if session != "" {
+		mem.held[m.nextGen] = session
+		hb = time.Time{}
+	}
+	mem.gens[m.nextGen] = hb
+	mem.lastGen = m.nextGen
+	m.nextGen++
 }
 
 func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -485,6 +531,9 @@ func (m *refModel) diffState(s *State) []string {
 		for _, c := range mem.Conns {
 			if d, ok := rm.gens[c.Gen]; !ok || !d.Equal(c.Deadline) {
 				add("member %q gen %d: machine deadline %v, model %v (present %v)", mem.Player, c.Gen, c.Deadline, d, ok)
+			}
+			if sess := rm.held[c.Gen]; sess != c.Session {
+				add("member %q gen %d: machine session %q, model %q", mem.Player, c.Gen, c.Session, sess)
 			}
 		}
 	}

@@ -39,6 +39,63 @@ type schedStep struct {
 	Block     int // index into blocks
 	Locked    bool
 	Overrides int // index into overrideChoices
+	// Session, for Join: 0 none, else the index+1 into sessionIDs of the
+	// session to hold the new connection (none once that session ended).
+	Session int
+}
+
+var sessionIDs = []string{"sess-a", "sess-b", "sess-c"}
+
+// sessionPlan is what a schedule's sessions do: each ends at a fixed
+// moment or never, and before that callers may know an earlier deadline
+// (a session's deadline only moves forward, so any one seen still ahead of
+// now proves it alive at now).
+type sessionPlan struct {
+	ends  map[string]time.Time     // the session's last deadline; absent: it never ends
+	ahead map[string]time.Duration // how far ahead of the clock a caller's view of a live session lies
+}
+
+func drawSessionPlan(t *rapid.T) sessionPlan {
+	sp := sessionPlan{ends: map[string]time.Time{}, ahead: map[string]time.Duration{}}
+	for _, id := range sessionIDs {
+		// Ends on whole seconds, often at the instant of another deadline
+		// (the timing of joins, graces and TTLs is in seconds too).
+		if e := rapid.SampledFrom([]int{-1, 1, 2, 3, 5, 8, 9, 10, 13, 16, 20, 30, 45}).Draw(t, "sessionEnd"); e >= 0 {
+			sp.ends[id] = t0.Add(time.Duration(e) * time.Second)
+		}
+		sp.ahead[id] = time.Duration(rapid.IntRange(1, 20).Draw(t, "sessionAhead")) * time.Second
+	}
+	return sp
+}
+
+// deadlines returns the session deadlines a caller whose clock reads clock
+// passes in: the last deadline of a session that has ended by then, a
+// deadline still ahead of clock for one that has not (or nothing, now and
+// then, for one that never ends).
+func (sp sessionPlan) deadlines(clock time.Time) SessionDeadlines {
+	if len(sp.ahead) == 0 {
+		return nil
+	}
+	d := SessionDeadlines{}
+	for _, id := range sessionIDs {
+		end, ends := sp.ends[id]
+		seen := clock.Add(sp.ahead[id])
+		switch {
+		case ends && !end.After(clock):
+			d[id] = end
+		case ends && end.Before(seen):
+			d[id] = end
+		case ends || sp.ahead[id]%(2*time.Second) == 0:
+			d[id] = seen
+		}
+	}
+	return d
+}
+
+// endedBy reports whether session id has ended at t.
+func (sp sessionPlan) endedBy(id string, t time.Time) bool {
+	end, ok := sp.ends[id]
+	return ok && !end.After(t)
 }
 
 var blocks = []time.Duration{0, 3 * time.Second, 20 * time.Second, time.Minute}
@@ -76,8 +133,20 @@ func drawPolicy(t *rapid.T) Policy {
 }
 
 func drawSchedule(t *rapid.T) []schedStep {
-	ops := []Op{OpJoin, OpJoin, OpJoin, OpHeartbeat, OpHeartbeat, OpDisconnect, OpDisconnect, OpExpireLease, OpLeave, OpTransferHost, OpTick,
-		OpUpdate, OpKick, OpKick, OpLock, OpLock, OpConfigure}
+	return drawScheduleOf(t, []Op{OpJoin, OpJoin, OpJoin, OpHeartbeat, OpHeartbeat, OpDisconnect, OpDisconnect, OpExpireLease, OpLeave, OpTransferHost, OpTick,
+		OpUpdate, OpKick, OpKick, OpLock, OpLock, OpConfigure}, 0)
+}
+
+// drawSessionSchedule draws a schedule whose joins are held by sessions
+// about half of the time, with time-outs of session-held generations.
+func drawSessionSchedule(t *rapid.T) []schedStep {
+	return drawScheduleOf(t, []Op{OpJoin, OpJoin, OpJoin, OpJoin, OpHeartbeat, OpHeartbeat, OpDisconnect, OpTimeOut, OpTimeOut, OpExpireLease, OpLeave,
+		OpTransferHost, OpTick, OpTick, OpUpdate, OpKick, OpLock, OpConfigure}, len(sessionIDs))
+}
+
+// drawScheduleOf draws a schedule of the given operations; joins name one
+// of the first sessions sessions, or none.
+func drawScheduleOf(t *rapid.T, ops []Op, sessions int) []schedStep {
 	return rapid.SliceOfN(rapid.Custom(func(t *rapid.T) schedStep {
 		return schedStep{
 			Op:        rapid.SampledFrom(ops).Draw(t, "op"),
@@ -91,6 +160,7 @@ func drawSchedule(t *rapid.T) []schedStep {
 			Block:     rapid.IntRange(0, len(blocks)-1).Draw(t, "block"),
 			Locked:    rapid.IntRange(0, 1).Draw(t, "locked") == 1,
 			Overrides: rapid.IntRange(0, len(overrideChoices)-1).Draw(t, "overrides"),
+			Session:   rapid.IntRange(-sessions, sessions).Draw(t, "session"),
 		}
 	}), 1, 60).Draw(t, "schedule")
 }
@@ -101,6 +171,8 @@ type schedRunner struct {
 	s      *State
 	clock  time.Time // the latest command time
 	issued map[string][]uint64
+	// sessions is what the schedule's sessions do (none by default).
+	sessions sessionPlan
 }
 
 func newSchedRunner(m *Machine) *schedRunner {
@@ -116,10 +188,17 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 		now = now.Add(advances[st.Advance])
 	default:
 		view := r.s.Clone()
-		if _, err := r.m.Apply(view, Tick(), now); err != nil {
+		if _, err := r.m.Apply(view, Tick().WithSessionDeadlines(r.sessions.deadlines(r.clock)), now); err != nil {
 			panic(err)
 		}
-		if d := view.NextDeadline(); !d.IsZero() {
+		d := view.NextDeadline()
+		// Or the next end of a session the lobby holds.
+		for _, id := range view.Sessions() {
+			if end, ok := r.sessions.ends[id]; ok && end.After(now) && (d.IsZero() || end.Before(d)) {
+				d = end
+			}
+		}
+		if !d.IsZero() {
 			now = d
 			if st.Advance == -2 {
 				now = d.Add(-time.Nanosecond)
@@ -156,7 +235,7 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 		// The host the command will be judged against: the lobby caught
 		// up to its time, whether or not a sweeper has stored that yet.
 		view := r.s.Clone()
-		if _, err := r.m.Apply(view, Tick(), now); err != nil {
+		if _, err := r.m.Apply(view, Tick().WithSessionDeadlines(r.sessions.deadlines(r.clock)), now); err != nil {
 			panic(err)
 		}
 		if view.Host != "" {
@@ -167,10 +246,19 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 	switch st.Op {
 	case OpJoin:
 		cmd = Join(p, attrs)
+		// A process joins through its session while the session lives
+		// (by the unskewed clock, which is never behind the lobby's last
+		// transition); now and then, one whose session has ended tries
+		// anyway, and is refused.
+		if st.Session > 0 && (st.Skew || !r.sessions.endedBy(sessionIDs[st.Session-1], r.clock)) {
+			cmd = cmd.WithSession(sessionIDs[st.Session-1])
+		}
 	case OpHeartbeat:
 		cmd = Heartbeat(p, gen)
 	case OpDisconnect:
 		cmd = Disconnect(p, gen)
+	case OpTimeOut:
+		cmd = TimeOut(p, gen)
 	case OpExpireLease:
 		cmd = ExpireLease(p, gen, now)
 	case OpLeave:
@@ -199,7 +287,7 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 	default:
 		cmd = Tick()
 	}
-	return cmd, now
+	return cmd.WithSessionDeadlines(r.sessions.deadlines(r.clock)), now
 }
 
 func (r *schedRunner) record(cmd Command, res Result) {
@@ -220,7 +308,11 @@ func TestMachineMatchesModel(t *testing.T) {
 		}
 		model := newRefModel(p, "lobby-p")
 		run := newSchedRunner(m)
-		for i, st := range drawSchedule(t) {
+		sched := drawSchedule
+		if rapid.Bool().Draw(t, "sessions") {
+			run.sessions, sched = drawSessionPlan(t), drawSessionSchedule
+		}
+		for i, st := range sched(t) {
 			cmd, now := run.next(st)
 			before := run.s.Clone()
 			res, err := m.Apply(run.s, cmd, now)
@@ -271,6 +363,7 @@ func cloneRefMembers(in map[string]*refMember) map[string]*refMember {
 		for g, d := range v.gens {
 			c.gens[g] = d
 		}
+		c.held = maps.Clone(v.held)
 		out[k] = &c
 	}
 	return out
@@ -310,7 +403,11 @@ func checkReplay(t *rapid.T, m *Machine, s *State, cmd Command, now time.Time, r
 // once with no sweeper, once with Ticks and ExpireLease triggers at random
 // moments between commands (never ahead of the next command's clock). The
 // events, the outcomes of the commands and the final state must be
-// identical.
+// identical. Half of the schedules hold connections in sessions that end at
+// random moments: then the commands (time-outs of session-held generations
+// among them) and the sweeps pass the session deadlines known at their
+// time, and whoever applies an ended session first, the outcome is the
+// same: a function of the commands, the session deadlines and their times.
 func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		p := drawPolicy(t)
@@ -318,7 +415,13 @@ func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sched := drawSchedule(t)
+		var plan sessionPlan
+		var sched []schedStep
+		if rapid.Bool().Draw(t, "sessions") {
+			plan, sched = drawSessionPlan(t), drawSessionSchedule(t)
+		} else {
+			sched = drawSchedule(t)
+		}
 		sweeps := rapid.SliceOfN(rapid.IntRange(0, 3), len(sched), len(sched)).Draw(t, "sweeps")
 		fractions := rapid.SliceOfN(rapid.Float64Range(0, 1), len(sched), len(sched)).Draw(t, "fractions")
 
@@ -334,6 +437,7 @@ func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 		var times []time.Time
 		run := func(withSweeper bool) ([]Event, []outcome, *State) {
 			r := newSchedRunner(m)
+			r.sessions = plan
 			var events []Event
 			var outs []outcome
 			prev := r.clock
@@ -358,7 +462,8 @@ func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 							// An expiry worker naming some lease.
 							sweep = ExpireLease(cmd.Player, cmd.Gen, at)
 						}
-						res, err := m.Apply(r.s, sweep, at)
+						// It knows the session deadlines as of its own time.
+						res, err := m.Apply(r.s, sweep.WithSessionDeadlines(plan.deadlines(at)), at)
 						if err != nil {
 							t.Fatalf("sweep at %v: %v", at, err)
 						}
@@ -383,7 +488,7 @@ func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 				outs = append(outs, o)
 				events = append(events, res.Events...)
 			}
-			res, err := m.Apply(r.s, Tick(), r.clock)
+			res, err := m.Apply(r.s, Tick().WithSessionDeadlines(plan.deadlines(r.clock)), r.clock)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -400,6 +505,52 @@ func TestSweeperTimingDoesNotChangeOutcome(t *testing.T) {
 		}
 		if diff := cmp.Diff(finalA, finalB, cmpState); diff != "" {
 			t.Fatalf("final state depends on sweeper timing (-unswept +swept):\n%s", diff)
+		}
+	})
+}
+
+// TestSessionDeadlinesMeanNothingWithoutHeldConnections: in a lobby whose
+// connections all store their heartbeat deadlines, session deadlines given
+// as input (passed or not) change no event, outcome or state: Apply with
+// or without them is the same function.
+func TestSessionDeadlinesMeanNothingWithoutHeldConnections(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		p := drawPolicy(t)
+		m, err := NewMachine(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sched := drawSchedule(t)
+		plan := drawSessionPlan(t)
+		run := func(withDeadlines bool) ([]Result, []string, *State) {
+			r := newSchedRunner(m)
+			var results []Result
+			var errs []string
+			for _, st := range sched {
+				cmd, now := r.next(st)
+				if withDeadlines {
+					cmd = cmd.WithSessionDeadlines(plan.deadlines(now))
+				}
+				res, err := m.Apply(r.s, cmd, now)
+				if err != nil {
+					errs = append(errs, err.Error())
+					continue
+				}
+				r.record(cmd, res)
+				results = append(results, res)
+			}
+			return results, errs, r.s
+		}
+		resA, errsA, finalA := run(false)
+		resB, errsB, finalB := run(true)
+		if diff := cmp.Diff(resA, resB, cmpState); diff != "" {
+			t.Fatalf("results depend on session deadlines no connection is held by (-without +with):\n%s", diff)
+		}
+		if diff := cmp.Diff(errsA, errsB); diff != "" {
+			t.Fatalf("refusals depend on session deadlines (-without +with):\n%s", diff)
+		}
+		if diff := cmp.Diff(finalA, finalB, cmpState); diff != "" {
+			t.Fatalf("final state depends on session deadlines (-without +with):\n%s", diff)
 		}
 	})
 }
