@@ -267,8 +267,11 @@ func BenchmarkSweep100kLeases(b *testing.B) {
 }
 
 // TestIdleLobbyMemory measures the heap cost of idle four-player lobbies
-// (store record, deadline index, Service cache). Target: ≤ 2 KiB each. It
-// is a measurement, not a timing claim, and reports the figure with -v.
+// (store record, deadline index, Service cache). Target: ≤ 2,112 bytes
+// each: 2 KiB, plus the 16 bytes of the session field each of the cached
+// lobby's four connections carries (the session's own deadline lives in the
+// store, once per process). It is a measurement, not a timing claim, and
+// reports the figure with -v.
 func TestIdleLobbyMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures 20,000 lobbies; skipped with -short")
@@ -300,8 +303,8 @@ func TestIdleLobbyMemory(t *testing.T) {
 	after := heapInUse()
 	per := float64(after-before) / n
 	t.Logf("idle 4-player lobby: %.0f bytes of heap each (store + deadline index + service cache)", per)
-	if per > 2048 {
-		t.Errorf("idle lobby costs %.0f bytes, target ≤ 2048", per)
+	if per > 2112 {
+		t.Errorf("idle lobby costs %.0f bytes, target ≤ 2112", per)
 	}
 	runtime.KeepAlive(svc)
 }

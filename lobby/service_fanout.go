@@ -180,8 +180,8 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 	if sink == nil {
 		return nil, Snapshot{}, errNilOption("sink")
 	}
-	if err := ValidateID(id); err != nil {
-		return nil, Snapshot{}, invalidLobbyID(err)
+	if err := rules.CheckID("lobby ID", id); err != nil {
+		return nil, Snapshot{}, err
 	}
 	rm := r.acquire(id)
 	a := &Attachment{room: rm, sink: sink, lobby: id, player: player, pending: true, wake: make(chan struct{}, 1)}

@@ -49,8 +49,8 @@ type outcome struct {
 // attempts, and then, with the lock released, the decision log, the wake-ups
 // and the Observer.
 func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error) {
-	if err := ValidateID(id); err != nil {
-		return Result{}, invalidLobbyID(err)
+	if err := rules.CheckID("lobby ID", id); err != nil {
+		return Result{}, err
 	}
 	if err := t.cmd.Validate(); err != nil {
 		return Result{}, err

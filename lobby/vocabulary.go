@@ -2,7 +2,6 @@ package lobby
 
 import (
 	"errors"
-	"strings"
 
 	"github.com/lobbyhost/lobbyhost/lobby/rules"
 )
@@ -110,23 +109,6 @@ func IsRefusal(err error) bool { return rules.IsRefusal(err) }
 // normalised. The error wraps ErrInvalidID. A transport may call it before
 // it spends anything on a request; every Service method checks it anyway.
 func ValidateID(id string) error { return rules.ValidateID(id) }
-
-// invalidLobbyID words ValidateID's error about a lobby ID so that it reads
-// once: "lobby: invalid lobby ID: empty".
-func invalidLobbyID(err error) error { return &idError{name: "lobby ID", err: err} }
-
-// idError is ValidateID's error about one named ID. It unwraps to it, so
-// errors.Is(err, ErrInvalidID) holds.
-type idError struct {
-	name string
-	err  error
-}
-
-func (e *idError) Error() string {
-	return "lobby: invalid " + e.name + ": " + strings.TrimPrefix(e.err.Error(), ErrInvalidID.Error()+": ")
-}
-
-func (e *idError) Unwrap() error { return e.err }
 
 // ServerActor is the actor of a command the server itself gives (Kick,
 // Lock, Unlock) rather than a member: see [rules.ServerActor].

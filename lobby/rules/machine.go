@@ -137,8 +137,8 @@ func checkCommand(cmd Command) error {
 			return err
 		}
 		if cmd.Session != "" {
-			if err := ValidateID(cmd.Session); err != nil {
-				return fmt.Errorf("session: %w", err)
+			if err := CheckID("session ID", cmd.Session); err != nil {
+				return err
 			}
 		}
 	case OpUpdate:
@@ -146,12 +146,12 @@ func checkCommand(cmd Command) error {
 			return err
 		}
 	case OpTransferHost:
-		if err := ValidateID(cmd.To); err != nil {
-			return fmt.Errorf("new host: %w", err)
+		if err := CheckID("ID of the new host", cmd.To); err != nil {
+			return err
 		}
 	case OpKick:
-		if err := ValidateID(cmd.To); err != nil {
-			return fmt.Errorf("kicked player: %w", err)
+		if err := CheckID("ID of the kicked player", cmd.To); err != nil {
+			return err
 		}
 		if cmd.Block < 0 || cmd.Block > MaxBlock {
 			return fmt.Errorf("%w: block %v outside 0 to %v", ErrInvalidCommand, cmd.Block, MaxBlock)
@@ -165,8 +165,8 @@ func checkCommand(cmd Command) error {
 	default:
 		return fmt.Errorf("%w: unknown operation %d", ErrInvalidCommand, cmd.Op)
 	}
-	if err := ValidateID(cmd.Player); err != nil {
-		return fmt.Errorf("player: %w", err)
+	if err := CheckID("player ID", cmd.Player); err != nil {
+		return err
 	}
 	return nil
 }
@@ -177,10 +177,7 @@ func checkActor(actor string) error {
 	if actor == "" {
 		return nil
 	}
-	if err := ValidateID(actor); err != nil {
-		return fmt.Errorf("actor: %w", err)
-	}
-	return nil
+	return CheckID("actor ID", actor)
 }
 
 // refusable reports whether cmd can be refused after the catch-up.

@@ -18,17 +18,33 @@ const (
 // ValidateID reports whether id is usable as a lobby or player ID: 1 to
 // MaxIDLen bytes of valid UTF-8. IDs are opaque otherwise: compared byte for
 // byte and never normalised. The error wraps ErrInvalidID.
-func ValidateID(id string) error {
+func ValidateID(id string) error { return CheckID("ID", id) }
+
+// CheckID is ValidateID for an ID that the error names, so that it reads
+// once: CheckID("lobby ID", "") reports "lobby: invalid lobby ID: empty".
+// The error wraps ErrInvalidID.
+func CheckID(name, id string) error {
+	var problem string
 	switch {
 	case id == "":
-		return fmt.Errorf("%w: empty", ErrInvalidID)
+		problem = "empty"
 	case len(id) > MaxIDLen:
-		return fmt.Errorf("%w: %d bytes, the limit is %d", ErrInvalidID, len(id), MaxIDLen)
+		problem = fmt.Sprintf("%d bytes, the limit is %d", len(id), MaxIDLen)
 	case !utf8.ValidString(id):
-		return fmt.Errorf("%w: not valid UTF-8", ErrInvalidID)
+		problem = "not valid UTF-8"
+	default:
+		return nil
 	}
-	return nil
+	return &idError{name: name, problem: problem}
 }
+
+// idError is CheckID's error.
+type idError struct{ name, problem string }
+
+func (e *idError) Error() string { return "lobby: invalid " + e.name + ": " + e.problem }
+
+// Unwrap makes errors.Is(err, ErrInvalidID) true.
+func (e *idError) Unwrap() error { return ErrInvalidID }
 
 // validateAttrs checks join attributes against the limits.
 func validateAttrs(attrs map[string]string) error {

@@ -48,6 +48,7 @@ var ops = [...]string{
 	rules.OpKick:         rules.OpKick.String(),
 	rules.OpLock:         rules.OpLock.String(),
 	rules.OpConfigure:    rules.OpConfigure.String(),
+	rules.OpTimeOut:      rules.OpTimeOut.String(),
 }
 
 // spanNames are the span names by ops' index.

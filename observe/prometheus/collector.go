@@ -258,6 +258,7 @@ var opLabels = map[rules.Op]string{
 	rules.OpKick:         "kick",
 	rules.OpLock:         "lock",
 	rules.OpConfigure:    "configure",
+	rules.OpTimeOut:      "time_out",
 }
 
 func opLabel(op rules.Op) string {
