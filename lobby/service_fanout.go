@@ -11,9 +11,10 @@ import (
 )
 
 // Sink is where an Attachment delivers: one socket, as the transport
-// implements it. The Attachment calls its methods from a goroutine of its
-// own, one call at a time and in order, so a Sink needs no locking for
-// them.
+// implements it. The Attachment calls its methods one call at a time and
+// in order, from a goroutine of its own that runs only while it has
+// something to deliver (an idle socket costs no goroutine), so a Sink needs
+// no locking for them.
 type Sink interface {
 	// Send delivers the next thing the socket renders. It may block (a
 	// socket write): only this sink waits, since every Attachment has a
@@ -183,7 +184,7 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 		return nil, Snapshot{}, fmt.Errorf("lobby ID: %w", err)
 	}
 	rm := r.acquire(id)
-	a := &Attachment{room: rm, sink: sink, lobby: id, player: player, pending: true, wake: make(chan struct{}, 1)}
+	a := &Attachment{room: rm, sink: sink, lobby: id, player: player, pending: true}
 	// Attached before the join: every Change from here on is kept for
 	// a until the join says which ones it already covers.
 	rm.mu.Lock()
@@ -207,9 +208,9 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 		return nil, Snapshot{}, err
 	}
 
-	sendCtx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	a.done = make(chan struct{})
+	// Set before the Attachment stops pending: from then on, a push may
+	// start its sender.
+	a.ctx, a.cancel = context.WithCancel(context.Background())
 	rm.mu.Lock()
 	a.gen, a.version, a.rev, a.pending = res.Gen, version, snap.Revision, false
 	early := a.early
@@ -222,7 +223,6 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 		delete(rm.atts, a)
 	}
 	rm.mu.Unlock()
-	go a.send(sendCtx)
 	if ended {
 		r.release(rm)
 	}
@@ -346,9 +346,9 @@ type Attachment struct {
 	sink   Sink
 	lobby  string
 	player string
+	// ctx is the sender's: cancelled once the Attachment is detached.
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
-	wake   chan struct{}
 
 	// Guarded by room.mu: what the join covers, and the Changes kept
 	// while it was in flight.
@@ -363,6 +363,7 @@ type Attachment struct {
 	collapse bool // queue holds one State that newer changes replace
 	end      *Ended
 	detached bool
+	sending  bool // a goroutine runs send
 }
 
 // Lobby returns the lobby's ID.
@@ -423,7 +424,7 @@ func (a *Attachment) push(u Delivery, state bool) {
 	default:
 		a.queue = append(a.queue, u)
 	}
-	poke(a.wake)
+	a.wakeLocked()
 }
 
 // stateAfter is the lobby as e leaves it: every event carries the whole
@@ -441,15 +442,24 @@ func (a *Attachment) finish(e Ended) {
 	a.mu.Lock()
 	if !a.detached && a.end == nil {
 		a.end = &e
+		a.wakeLocked()
 	}
 	a.mu.Unlock()
-	poke(a.wake)
 }
 
-// send runs the Sink's calls, in order, until the Attachment is detached
-// or its End is delivered.
-func (a *Attachment) send(ctx context.Context) {
-	defer close(a.done)
+// wakeLocked starts the sender if there is something to deliver and none
+// runs; a.mu is held.
+func (a *Attachment) wakeLocked() {
+	if !a.sending && !a.detached && (len(a.queue) > 0 || a.end != nil) {
+		a.sending = true
+		go a.send()
+	}
+}
+
+// send runs the Sink's calls, in order, until nothing is left to deliver,
+// the Attachment is detached or its End is delivered. At most one send runs
+// at a time (a.sending).
+func (a *Attachment) send() {
 	for {
 		a.mu.Lock()
 		if a.detached {
@@ -462,7 +472,7 @@ func (a *Attachment) send(ctx context.Context) {
 			a.queue = a.queue[1:]
 			a.collapse = false
 			a.mu.Unlock()
-			a.sink.Send(ctx, u)
+			a.sink.Send(a.ctx, u)
 			continue
 		}
 		if end := a.end; end != nil {
@@ -472,11 +482,9 @@ func (a *Attachment) send(ctx context.Context) {
 			a.sink.End(*end)
 			return
 		}
+		a.sending = false
 		a.mu.Unlock()
-		select {
-		case <-a.wake:
-		case <-ctx.Done():
-		}
+		return
 	}
 }
 
@@ -491,7 +499,6 @@ func (a *Attachment) detach() bool {
 	a.detached, a.queue = true, nil
 	a.mu.Unlock()
 	a.cancel()
-	poke(a.wake)
 	rm := a.room
 	rm.mu.Lock()
 	_, in := rm.atts[a]

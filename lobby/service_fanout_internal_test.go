@@ -315,3 +315,42 @@ func TestRoomsWatchOncePerLobby(t *testing.T) {
 		t.Fatalf("Attached %d after every Close", n)
 	}
 }
+
+// An Attachment's sender runs only while it has something to deliver:
+// once its Sink took every delivery, no goroutine is left for it, and the
+// next change starts one again.
+func TestRoomsIdleAttachmentHasNoSender(t *testing.T) {
+	ctx := context.Background()
+	a, _, b := hooked(t)
+	r, err := NewRooms(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks := make([]*recorder, 3)
+	atts := make([]*Attachment, 3)
+	for i := range atts {
+		sinks[i] = &recorder{}
+		if atts[i], _, err = r.Join(ctx, "l", fmt.Sprintf("p%d", i), nil, sinks[i]); err != nil {
+			t.Fatal(err)
+		}
+		defer atts[i].Close()
+	}
+	sending := func(att *Attachment) bool {
+		att.mu.Lock()
+		defer att.mu.Unlock()
+		return att.sending
+	}
+	for round := range 2 {
+		res, err := b.Update(ctx, "l", "p0", map[string]string{"round": fmt.Sprint(round)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, att := range atts {
+			eventually(t, fmt.Sprintf("round %d: socket %d at revision %d", round, i, res.Revision), func() bool {
+				revs, _ := sinks[i].revisions()
+				return len(revs) > 0 && revs[len(revs)-1] == res.Revision
+			})
+			eventually(t, fmt.Sprintf("round %d: socket %d's sender ends", round, i), func() bool { return !sending(att) })
+		}
+	}
+}
