@@ -213,6 +213,7 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	rm.mu.Lock()
 	a.gen, a.version, a.rev, a.pending = res.Gen, version, snap.Revision, false
+	a.res = res
 	early := a.early
 	a.early = nil
 	ended := false
@@ -357,6 +358,7 @@ type Attachment struct {
 	rev     uint64 // the highest revision queued for the sink
 	pending bool
 	early   []Change
+	res     Result // the join's; set with gen, then never changed
 
 	mu       sync.Mutex // guards the fields below
 	queue    []Delivery
@@ -374,6 +376,13 @@ func (a *Attachment) Player() string { return a.player }
 
 // Gen returns the connection generation the join opened.
 func (a *Attachment) Gen() uint64 { return a.gen }
+
+// Result returns what the join did (Service.Join's Result). When the join
+// made the revision of the Snapshot Join returned, its last Event is that
+// revision, so a socket may render the change that admitted it instead of
+// the bare Snapshot; a join that made no revision (a further tab) has no
+// Events. Do not modify it: its Events may be shared with other Sinks.
+func (a *Attachment) Result() Result { return a.res }
 
 // take queues what ch holds for a's sink and reports whether it ended a's
 // connection; room.mu is held.
