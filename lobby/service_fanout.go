@@ -211,6 +211,7 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 	// Set before the Attachment stops pending: from then on, a push may
 	// start its sender.
 	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.sender = a.send
 	rm.mu.Lock()
 	a.gen, a.version, a.rev, a.pending = res.Gen, version, snap.Revision, false
 	a.res = res
@@ -365,7 +366,8 @@ type Attachment struct {
 	collapse bool // queue holds one State that newer changes replace
 	end      *Ended
 	detached bool
-	sending  bool // a goroutine runs send
+	sending  bool   // a goroutine runs send
+	sender   func() // a.send, made once: starting it allocates nothing
 }
 
 // Lobby returns the lobby's ID.
@@ -461,7 +463,7 @@ func (a *Attachment) finish(e Ended) {
 func (a *Attachment) wakeLocked() {
 	if !a.sending && !a.detached && (len(a.queue) > 0 || a.end != nil) {
 		a.sending = true
-		go a.send()
+		go a.sender()
 	}
 }
 
@@ -477,8 +479,12 @@ func (a *Attachment) send() {
 		}
 		if len(a.queue) > 0 {
 			u := a.queue[0]
-			a.queue[0] = Delivery{}
-			a.queue = a.queue[1:]
+			// Shifted down rather than resliced, so that the queue keeps
+			// its array: a socket that keeps up allocates nothing per
+			// delivery. The queue is at most SinkQueue long.
+			n := copy(a.queue, a.queue[1:])
+			a.queue[n] = Delivery{}
+			a.queue = a.queue[:n]
 			a.collapse = false
 			a.mu.Unlock()
 			a.sink.Send(a.ctx, u)
