@@ -18,7 +18,10 @@ import (
 type Sink interface {
 	// Send delivers the next thing the socket renders. It may block (a
 	// socket write): only this sink waits, since every Attachment has a
-	// bounded queue of its own (see SinkQueue). ctx is done once the
+	// bounded queue of its own (see SinkQueue). The first Send may come
+	// before Rooms.Join has returned: a transport that renders the
+	// Snapshot Join returns must hold deliveries back until it has, or
+	// the socket would show them before it. ctx is done once the
 	// Attachment is detached; Send should then return soon. The
 	// Delivery's Event and State are shared with the lobby's other Sinks:
 	// read them, do not modify them.
