@@ -11,13 +11,17 @@ import (
 )
 
 // Sink is where an Attachment delivers: one socket, as the transport
-// implements it. The Attachment calls its methods from a goroutine of its
-// own, one call at a time and in order, so a Sink needs no locking for
-// them.
+// implements it. The Attachment calls its methods one call at a time and
+// in order, from a goroutine of its own that runs only while it has
+// something to deliver (an idle socket costs no goroutine), so a Sink needs
+// no locking for them.
 type Sink interface {
 	// Send delivers the next thing the socket renders. It may block (a
 	// socket write): only this sink waits, since every Attachment has a
-	// bounded queue of its own (see SinkQueue). ctx is done once the
+	// bounded queue of its own (see SinkQueue). The first Send may come
+	// before Rooms.Join has returned: a transport that renders the
+	// Snapshot Join returns must hold deliveries back until it has, or
+	// the socket would show them before it. ctx is done once the
 	// Attachment is detached; Send should then return soon. The
 	// Delivery's Event and State are shared with the lobby's other Sinks:
 	// read them, do not modify them.
@@ -184,7 +188,7 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 		return nil, Snapshot{}, err
 	}
 	rm := r.acquire(id)
-	a := &Attachment{room: rm, sink: sink, lobby: id, player: player, pending: true, wake: make(chan struct{}, 1)}
+	a := &Attachment{room: rm, sink: sink, lobby: id, player: player, pending: true}
 	// Attached before the join: every Change from here on is kept for
 	// a until the join says which ones it already covers.
 	rm.mu.Lock()
@@ -208,10 +212,13 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 		return nil, Snapshot{}, err
 	}
 
-	sendCtx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
+	// Set before the Attachment stops pending: from then on, a push may
+	// start its sender.
+	a.ctx, a.cancel = context.WithCancel(context.Background())
+	a.sender = a.send
 	rm.mu.Lock()
 	a.gen, a.version, a.rev, a.pending = res.Gen, version, snap.Revision, false
+	a.res = res
 	early := a.early
 	a.early = nil
 	ended := false
@@ -222,7 +229,6 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 		delete(rm.atts, a)
 	}
 	rm.mu.Unlock()
-	go a.send(sendCtx)
 	if ended {
 		r.release(rm)
 	}
@@ -345,8 +351,9 @@ type Attachment struct {
 	sink   Sink
 	lobby  string
 	player string
-	cancel context.CancelFunc // ends the Sink's context
-	wake   chan struct{}
+	// ctx is the sender's: cancelled once the Attachment is detached.
+	ctx    context.Context
+	cancel context.CancelFunc
 
 	// Guarded by room.mu: what the join covers, and the Changes kept
 	// while it was in flight.
@@ -355,12 +362,15 @@ type Attachment struct {
 	rev     uint64 // the highest revision queued for the sink
 	pending bool
 	early   []Change
+	res     Result // the join's; set with gen, then never changed
 
 	mu       sync.Mutex // guards the fields below
 	queue    []Delivery
 	collapse bool // queue holds one State that newer changes replace
 	end      *Ended
 	detached bool
+	sending  bool   // a goroutine runs send
+	sender   func() // a.send, made once: starting it allocates nothing
 }
 
 // Lobby returns the lobby's ID.
@@ -371,6 +381,13 @@ func (a *Attachment) Player() string { return a.player }
 
 // Gen returns the connection generation the join opened.
 func (a *Attachment) Gen() uint64 { return a.gen }
+
+// Result returns what the join did (Service.Join's Result). When the join
+// made the revision of the Snapshot Join returned, its last Event is that
+// revision, so a socket may render the change that admitted it instead of
+// the bare Snapshot; a join that made no revision (a further tab) has no
+// Events. Do not modify it: its Events may be shared with other Sinks.
+func (a *Attachment) Result() Result { return a.res }
 
 // take queues what ch holds for a's sink and reports whether it ended a's
 // connection; room.mu is held.
@@ -421,7 +438,7 @@ func (a *Attachment) push(u Delivery, state bool) {
 	default:
 		a.queue = append(a.queue, u)
 	}
-	poke(a.wake)
+	a.wakeLocked()
 }
 
 // stateAfter is the lobby as e leaves it: every event carries the whole
@@ -439,14 +456,24 @@ func (a *Attachment) finish(e Ended) {
 	a.mu.Lock()
 	if !a.detached && a.end == nil {
 		a.end = &e
+		a.wakeLocked()
 	}
 	a.mu.Unlock()
-	poke(a.wake)
 }
 
-// send runs the Sink's calls, in order, until the Attachment is detached
-// or its End is delivered.
-func (a *Attachment) send(ctx context.Context) {
+// wakeLocked starts the sender if there is something to deliver and none
+// runs; a.mu is held.
+func (a *Attachment) wakeLocked() {
+	if !a.sending && !a.detached && (len(a.queue) > 0 || a.end != nil) {
+		a.sending = true
+		go a.sender()
+	}
+}
+
+// send runs the Sink's calls, in order, until nothing is left to deliver,
+// the Attachment is detached or its End is delivered. At most one send runs
+// at a time (a.sending).
+func (a *Attachment) send() {
 	for {
 		a.mu.Lock()
 		if a.detached {
@@ -455,11 +482,15 @@ func (a *Attachment) send(ctx context.Context) {
 		}
 		if len(a.queue) > 0 {
 			u := a.queue[0]
-			a.queue[0] = Delivery{}
-			a.queue = a.queue[1:]
+			// Shifted down rather than resliced, so that the queue keeps
+			// its array: a socket that keeps up allocates nothing per
+			// delivery. The queue is at most SinkQueue long.
+			n := copy(a.queue, a.queue[1:])
+			a.queue[n] = Delivery{}
+			a.queue = a.queue[:n]
 			a.collapse = false
 			a.mu.Unlock()
-			a.sink.Send(ctx, u)
+			a.sink.Send(a.ctx, u)
 			continue
 		}
 		if end := a.end; end != nil {
@@ -469,11 +500,9 @@ func (a *Attachment) send(ctx context.Context) {
 			a.sink.End(*end)
 			return
 		}
+		a.sending = false
 		a.mu.Unlock()
-		select {
-		case <-a.wake:
-		case <-ctx.Done():
-		}
+		return
 	}
 }
 
@@ -488,7 +517,6 @@ func (a *Attachment) detach() bool {
 	a.detached, a.queue = true, nil
 	a.mu.Unlock()
 	a.cancel()
-	poke(a.wake)
 	rm := a.room
 	rm.mu.Lock()
 	_, in := rm.atts[a]

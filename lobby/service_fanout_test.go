@@ -253,11 +253,22 @@ func TestRoomsSecondTab(t *testing.T) {
 	if a2.Gen() == a1.Gen() || a2.Player() != "ana" || a2.Lobby() != "l" {
 		t.Fatalf("second tab: gen %d (first %d), player %q, lobby %q", a2.Gen(), a1.Gen(), a2.Player(), a2.Lobby())
 	}
+	// The join's Result: the first tab's made revision 1, the second
+	// tab's none.
+	if res := a1.Result(); res.Gen != a1.Gen() || len(res.Events) != 1 || res.Events[0].Revision != snap1.Revision || res.Events[0].Reason != lobby.ReasonJoined {
+		t.Fatalf("first tab's join result %+v, want gen %d and one joined event at revision %d", res, a1.Gen(), snap1.Revision)
+	}
+	if res := a2.Result(); res.Gen != a2.Gen() || len(res.Events) != 0 {
+		t.Fatalf("second tab's join result %+v, want gen %d and no events", res, a2.Gen())
+	}
 
 	tab3 := newSink()
-	_, snap3 := join(t, r, "l", "ana", map[string]string{"c": "blue"}, tab3)
+	a3, snap3 := join(t, r, "l", "ana", map[string]string{"c": "blue"}, tab3)
 	if snap3.Revision != 3 || snap3.Members[0].Attrs["c"] != "blue" {
 		t.Fatalf("third tab with new attributes: snapshot %+v, want revision 3 with c=blue", snap3)
+	}
+	if ev := a3.Result().Events; len(ev) == 0 || ev[len(ev)-1].Revision != 3 || ev[len(ev)-1].Reason != lobby.ReasonUpdated {
+		t.Fatalf("third tab's join events %+v, want the update at revision 3 last", ev)
 	}
 	for name, s := range map[string]*fakeSink{"tab1": tab1, "tab2": tab2} {
 		s.waitRevision(t, 3)
@@ -270,7 +281,6 @@ func TestRoomsSecondTab(t *testing.T) {
 	if len(got) != 0 {
 		t.Fatalf("third tab got %s; its join's snapshot already shows revision 3", describe(got))
 	}
-	_ = snap1
 }
 
 // A tab superseded by a newer one (in another process) is told End, and no

@@ -16,8 +16,9 @@ import (
 
 // client is one attached socket.
 //
-// A goroutine of its own (Server.serve) runs readLoop. Broadcasters (the room's watcher,
-// other sockets' handlers) append messages to its queue; nothing that
+// A goroutine of its own (Server.serve) runs readLoop. Broadcasters (the
+// lobby's deliveries through lobby.Rooms, other sockets' handlers) append
+// messages to its queue; nothing that
 // enqueues ever blocks: a full queue closes the socket. A writer goroutine
 // runs only while there is something to write (queued messages, a ping, a
 // close): it is started by whoever gives it work and ends when the queue is
@@ -54,13 +55,13 @@ type client struct {
 	// kick.
 	writerDone chan struct{}
 
-	mu       sync.Mutex
-	gen      uint64
-	highest  uint64 // highest lobby revision queued
-	hasState bool
-	// admitted is set once the socket's join succeeded; until then lobby
-	// states are held back (held), so that a socket the lobby refuses
-	// sees none, and one it admits sees every state in order.
+	mu sync.Mutex
+	// att is the socket's place in the lobby (its connection generation
+	// and its deliveries), set once its join succeeded.
+	att *lobby.Attachment
+	// admitted is set once the socket's first state is queued; until then
+	// the lobby's deliveries, which come after that state, are held back
+	// (held).
 	admitted bool
 	held     [][]byte
 	ready    bool // receives chat, receipts and typing
@@ -129,34 +130,17 @@ func (c *client) pingTimer() {
 	c.wakeLocked()
 }
 
-func (c *client) generation() uint64 {
+func (c *client) attachment() *lobby.Attachment {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.gen
+	return c.att
 }
 
-func (c *client) setGeneration(gen uint64) {
-	c.mu.Lock()
-	c.gen = gen
-	c.mu.Unlock()
-}
-
-// wantsState reports whether a state at rev would be newer than what c has.
-func (c *client) wantsState(rev uint64) bool {
+// deliver queues a lobby state from the socket's Attachment, or holds it
+// back until the socket's first state is queued (see admit).
+func (c *client) deliver(payload []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return !c.kicked && (!c.hasState || rev > c.highest)
-}
-
-// offerState queues a lobby state unless c already has it or a newer one:
-// a socket never receives revisions out of order.
-func (c *client) offerState(rev uint64, payload []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hasState && rev <= c.highest {
-		return
-	}
-	c.hasState, c.highest = true, rev
 	if !c.admitted {
 		if len(c.held) >= c.s.cfg.SendQueue {
 			// As many changes as the send queue holds, during one join:
@@ -171,38 +155,13 @@ func (c *client) offerState(rev uint64, payload []byte) {
 	c.enqueueLocked(payload, false)
 }
 
-// hasAnyState reports whether c has been offered a lobby state.
-func (c *client) hasAnyState() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.hasState
-}
-
-// offerFirstState queues a lobby state only if c has none yet: the state a
-// socket starts from when the room's watcher has not brought one. Once a
-// socket has a state, the watcher brings every later revision in order, and
-// a state offered from elsewhere could jump over one it has not delivered
-// yet.
-func (c *client) offerFirstState(rev uint64, payload []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hasState {
-		return
-	}
-	c.hasState, c.highest = true, rev
-	if !c.admitted {
-		c.held = append(c.held, payload)
-		return
-	}
-	c.enqueueLocked(payload, false)
-}
-
-// admit sends the states held back until the join and lets later ones
-// through.
-func (c *client) admit() {
+// admit queues the socket's first state, the lobby as its join left it,
+// then the states held back meanwhile, and lets later ones through.
+func (c *client) admit(first []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.admitted = true
+	c.enqueueLocked(first, false)
 	for _, m := range c.held {
 		c.enqueueLocked(m, false)
 	}
@@ -603,8 +562,8 @@ func (c *client) handle(data []byte) {
 			c.s.log.Warn("leave failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
 			c.refuse(withType(refuse(CodeInternal, "leave failed")))
 		}
-		// The lobby ended every connection of the user; the room's
-		// watcher closes their sockets (CloseLeft), on every process.
+		// The lobby ended every connection of the user; their
+		// Attachments close their sockets (CloseLeft), on every process.
 		return
 	case TypeKick:
 		target, block, r := m.kickTarget()
@@ -668,7 +627,7 @@ func (c *client) chat(m clientMsg, now time.Time) *refusal {
 
 // hostCommand runs a host-only lobby command with the socket's user as the
 // actor: the lobby judges it against its current host, whatever the page
-// showed. Its new state reaches everybody through the room watchers.
+// showed. Its new state reaches everybody through their Attachments.
 func (c *client) hostCommand(op string, do func(ctx context.Context) error) *refusal {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
@@ -694,7 +653,7 @@ func (c *client) transfer(to string) *refusal {
 	_, err := c.s.svc.TransferHost(ctx, c.roomID, c.user, to)
 	switch {
 	case err == nil:
-		return nil // the new state reaches everybody through the room watchers
+		return nil // the new state reaches everybody through their Attachments
 	case errors.Is(err, lobby.ErrNotHost):
 		return refuse(CodeNotHost, "only the current host can transfer the host role")
 	case errors.Is(err, lobby.ErrNotMember):
@@ -713,8 +672,8 @@ func (c *client) transfer(to string) *refusal {
 // heartbeat period. A stale outcome means the lobby ended this socket's
 // generation: the client must rejoin.
 func (c *client) heartbeat() {
-	gen := c.generation()
-	if gen == 0 {
+	att := c.attachment()
+	if att == nil {
 		return
 	}
 	now := c.s.clock.Now()
@@ -730,7 +689,10 @@ func (c *client) heartbeat() {
 	var res lobby.Result
 	var err error
 	// Usually on the writer after a pong: a short-lived goroutine.
-	c.s.warm.run(func() { res, err = c.s.svc.Heartbeat(ctx, c.roomID, c.user, gen) })
+	c.s.warm.run(func() { res, err = att.Heartbeat(ctx) })
+	if errors.Is(err, lobby.ErrDetached) {
+		return // the connection ended: the socket is closing already
+	}
 	if err != nil {
 		c.s.log.Warn("heartbeat failed", "room", c.roomID, "player", c.s.svc.Pseudonym(c.user), "err", err)
 		c.beatMu.Lock()

@@ -50,7 +50,7 @@ type Config struct {
 
 	// Observer, if set, is told about every lobby command after the
 	// server's own observer (metrics, reclaiming emptied lobbies). Sockets
-	// are closed and updated from each room's watcher, not from here.
+	// are closed and updated through lobby.Rooms, not from here.
 	Observer lobby.Observer
 
 	// Tickets issues and redeems socket tickets. Default: MemoryTickets

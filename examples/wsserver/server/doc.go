@@ -36,12 +36,13 @@
 //
 // # Several processes
 //
-// Each room with sockets in this process follows its lobby through one
-// lobby.Watcher (lobby.Service.Watch), opened before the room's first join
-// and closed with its last socket. The watcher brings every commit to the
-// lobby, whichever process made it, in order: the room sends one lobby.state
-// per revision and closes at once each local socket whose connection the
-// commit ended (superseded, left, kicked, timed out). With a store shared by
+// Every socket joins through the Server's lobby.Rooms, which follows each
+// lobby with sockets in this process through one watcher, opened with its
+// first socket and closed with its last. Every commit to the lobby,
+// whichever process made it, reaches each socket in order: one lobby.state
+// per revision, encoded once per room, and a close at once for each local
+// socket whose connection the commit ended (superseded, left, kicked, timed
+// out). With a store shared by
 // several processes (PostgreSQL, Redis), commits made elsewhere arrive
 // through the store's change notifications, which Server.Run listens to,
 // and cost one read of the changed lobby's log; rooms that did not change

@@ -14,7 +14,6 @@ func newTestRoom(historyCap, historyBytes, readers int) *room {
 	return &room{
 		id:           "r<",
 		clients:      map[*client]struct{}{},
-		byGen:        map[uint64]*client{},
 		historyCap:   historyCap,
 		historyBytes: historyBytes,
 		readersCap:   readers,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -331,34 +332,56 @@ func TestRoomFromPath(t *testing.T) {
 	}
 }
 
-// A socket never receives a lobby state older than, or as old as, one it
-// already has, whichever path (join result, room watcher) offers it; and
-// states offered before its join succeeded are held back until then, in
-// order.
-func TestOfferStateKeepsRevisionOrder(t *testing.T) {
+// The lobby's deliveries that reach a socket before its first state is
+// queued (they come right after its join) are held back and queued after
+// that state, in order; later ones go straight to the queue.
+func TestDeliveriesFollowFirstState(t *testing.T) {
 	// Not serving: no writer starts, the queue keeps what is offered.
 	c := &client{s: &Server{cfg: Config{SendQueue: 16, SendQueueBytes: 1 << 20}}}
-	r := &room{clients: map[*client]struct{}{c: {}}}
-	for _, rev := range []uint64{5, 3} {
-		c.offerState(rev, []byte{byte(rev)})
-	}
+	c.deliver([]byte{6})
+	c.deliver([]byte{7})
 	if len(c.queue) != 0 {
-		t.Fatalf("%d states queued before the join succeeded, want none", len(c.queue))
+		t.Fatalf("%d states queued before the first, want none", len(c.queue))
 	}
-	c.admit()
-	for _, rev := range []uint64{5, 6} {
-		c.offerState(rev, []byte{byte(rev)})
-	}
-	if r.wantsState(4) || r.wantsState(6) || !r.wantsState(7) {
-		t.Errorf("wantsState(4, 6, 7) = %v, %v, %v; want false, false, true", r.wantsState(4), r.wantsState(6), r.wantsState(7))
-	}
-	r.broadcastState(4, []byte{4})
-	r.broadcastState(7, []byte{7})
+	c.admit([]byte{5})
+	c.deliver([]byte{8})
 	var got []byte
 	for _, m := range c.queue {
 		got = append(got, m...)
 	}
-	if diff := cmp.Diff([]byte{5, 6, 7}, got); diff != "" {
+	if diff := cmp.Diff([]byte{5, 6, 7, 8}, got); diff != "" {
 		t.Errorf("states queued (-want +got):\n%s", diff)
+	}
+}
+
+// A room encodes each delivery once for all its sockets: the same change
+// (and the same whole-lobby state) gives the same bytes, shared; an event
+// and a state of one revision are told apart.
+func TestRoomEncodesOncePerChange(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC))
+	r := &room{id: "r", clock: clock}
+	ev := func(rev uint64) lobby.Delivery {
+		return lobby.Delivery{Lobby: "r", Revision: rev, Event: &lobby.Event{Lobby: "r", Revision: rev, Reason: lobby.ReasonJoined, Members: []lobby.MemberView{}}}
+	}
+	st := func(rev uint64) lobby.Delivery {
+		return lobby.Delivery{Lobby: "r", Revision: rev, State: &lobby.Snapshot{Lobby: "r", Revision: rev, Members: []lobby.MemberView{}}}
+	}
+	a := r.encode(ev(3))
+	clock.Advance(time.Second) // a later encoding would show a later serverTime
+	if b := r.encode(ev(3)); &a[0] != &b[0] {
+		t.Errorf("revision 3 encoded twice: %s, %s", a, b)
+	}
+	s := r.encode(st(3))
+	if !strings.Contains(string(s), `"reason":"snapshot"`) || !strings.Contains(string(a), `"reason":"joined"`) {
+		t.Errorf("event %s and state %s of revision 3 not told apart", a, s)
+	}
+	for rev := uint64(4); rev < 4+encodedSlots; rev++ {
+		r.encode(ev(rev))
+	}
+	if b := r.encode(ev(3)); &a[0] == &b[0] {
+		t.Errorf("revision 3 still shared after %d newer encodings: the room keeps more than it says", encodedSlots)
+	}
+	if diff := cmp.Diff(string(encodeEvent(ev(9).Event, clock.Now())), string(r.encode(ev(9)))); diff != "" {
+		t.Errorf("shared encoding differs from encodeEvent (-want +got):\n%s", diff)
 	}
 }

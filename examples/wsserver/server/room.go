@@ -4,12 +4,14 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/jonboulle/clockwork"
 )
 
 // hub holds the rooms that have (or recently had) sockets in this process.
 //
-// Lock order: room.watchMu, then hub.mu, then room.mu, then client.mu.
-// Nothing holding hub.mu, room.mu or client.mu calls the lobby Service.
+// Lock order: hub.mu, then room.mu, then client.mu; room.encMu, then
+// client.mu. Nothing holding one of them calls the lobby Service.
 type hub struct {
 	s     *Server
 	mu    sync.Mutex
@@ -28,11 +30,11 @@ func newHub(s *Server) *hub {
 // room is one lobby's local sockets, chat history, read receipts and typing
 // indicators.
 type room struct {
-	id string
+	id    string
+	clock clockwork.Clock
 
 	mu         sync.Mutex
 	clients    map[*client]struct{}
-	byGen      map[uint64]*client
 	emptySince time.Time // zero while the room has clients
 	historyCap int
 	// historyBytes bounds the encoded chat.history (Config.ChatHistoryBytes);
@@ -52,15 +54,11 @@ type room struct {
 	// for the Service's grace advice (lobby.WithClientClass).
 	classes map[string]string
 
-	// lastRev and lastState are the latest lobby.state the room's watcher
-	// encoded, for a joining socket that needs the same revision.
-	lastRev   uint64
-	lastState []byte
-
-	// watchMu serialises opening and closing the room's watcher; watch
-	// is set while the room has local sockets (see watch.go).
-	watchMu sync.Mutex
-	watch   *roomWatch
+	// encMu guards enc, the room's latest lobby.state encodings, shared
+	// by its sockets (see encode), and encNext, the slot to fill next.
+	encMu   sync.Mutex
+	enc     [encodedSlots]encodedState
+	encNext int
 }
 
 type chatEntry struct {
@@ -101,8 +99,8 @@ func (h *hub) attach(id string, c *client) *room {
 	if r == nil {
 		r = &room{
 			id:           id,
+			clock:        h.s.clock,
 			clients:      map[*client]struct{}{},
-			byGen:        map[uint64]*client{},
 			historyCap:   h.s.cfg.ChatHistory,
 			historyBytes: h.s.cfg.ChatHistoryBytes,
 			readersCap:   h.s.cfg.ReadersPerMessage,
@@ -176,20 +174,11 @@ func (h *hub) sweep(now time.Time, linger time.Duration) {
 }
 
 // detach removes c. If c was its user's last socket here and the user was
-// typing, the others learn that the user stopped. The room's watcher is
-// closed with its last socket.
+// typing, the others learn that the user stopped.
 func (r *room) detach(c *client, now time.Time) {
-	r.remove(c, now)
-	r.closeWatch()
-}
-
-func (r *room) remove(c *client, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.clients, c)
-	if gen := c.generation(); gen != 0 && r.byGen[gen] == c {
-		delete(r.byGen, gen)
-	}
 	if len(r.clients) == 0 {
 		r.emptySince = now
 	}
@@ -202,50 +191,6 @@ func (r *room) remove(c *client, now time.Time) {
 		delete(r.typing, c.user)
 		r.announceTypingLocked(c.user, false, now)
 	}
-}
-
-func (r *room) setGen(c *client, gen uint64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if _, ok := r.clients[c]; ok {
-		r.byGen[gen] = c
-	}
-}
-
-// wantsState reports whether some socket of the room would take a state
-// at rev, so that nobody encodes one for nobody.
-func (r *room) wantsState(rev uint64) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for c := range r.clients {
-		if c.wantsState(rev) {
-			return true
-		}
-	}
-	return false
-}
-
-// broadcastState offers a lobby state to every socket of the room; each
-// socket takes it only if it is newer than what it has. All of them share
-// the one encoding.
-func (r *room) broadcastState(rev uint64, payload []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.lastRev, r.lastState = rev, payload
-	for c := range r.clients {
-		c.offerState(rev, payload)
-	}
-}
-
-// encoded returns the room's latest encoded lobby.state if it is of
-// revision rev, else nil.
-func (r *room) encoded(rev uint64) []byte {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.lastState != nil && r.lastRev == rev {
-		return r.lastState
-	}
-	return nil
 }
 
 // broadcastLocked sends msg to every ready socket of the room. Lossy

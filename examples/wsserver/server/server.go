@@ -41,6 +41,10 @@ type Server struct {
 	clock clockwork.Clock
 	log   *slog.Logger
 	svc   *lobby.Service
+	// rooms attaches every socket to its lobby: the lobby's changes reach
+	// the socket (its client is the Sink), and its heartbeats and close
+	// reach the lobby.
+	rooms *lobby.Rooms
 	// lobbyMetrics observes the Service and exports the lobby's metrics,
 	// the grace advisor's proposal among them.
 	lobbyMetrics *lobbyprom.Collector
@@ -166,6 +170,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.svc = svc
+	if s.rooms, err = lobby.NewRooms(svc); err != nil {
+		return nil, err
+	}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -237,7 +244,7 @@ func (s *Server) HTTPServer() *http.Server {
 
 // Run does the lobby's background work until ctx is done: expiries at their
 // deadlines, and listening to the store's change notifications, through
-// which the room watchers learn of other processes' commits. It returns nil
+// which the sockets learn of other processes' commits. It returns nil
 // when ctx is done, or an error if it cannot start (the lobby Service is
 // already running, the store's notifications cannot be set up).
 func (s *Server) Run(ctx context.Context) error {
@@ -348,7 +355,7 @@ func (p pseudonym) LogValue() slog.Value { return slog.StringValue(p.svc.Pseudon
 
 // observer feeds the lobby metrics, queues lobbies this process's commits
 // left empty for reclaiming, and passes everything on to Config.Observer.
-// Sockets learn of commits from their room's watcher (watch.go), not here:
+// Sockets learn of commits through lobby.Rooms (watch.go), not here:
 // the observer sees only this process's commands.
 type observer struct{ s *Server }
 
@@ -675,9 +682,9 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	// member, so the order in which upgrades complete is the order of the
 	// joins (and of succession). Accept checks the handshake before it
 	// answers; the join runs only once it is about to answer 101. The
-	// client is registered in its room before the join, so every event
-	// committed after the join reaches it, and the join's own result
-	// covers everything before.
+	// join attaches the socket to the lobby (lobby.Rooms): the lobby as
+	// the join left it is the socket's first state, and every change
+	// after it reaches the socket in order.
 	c := newClient(s, t.Room, t.User)
 	c.class = clientClassOf(r.UserAgent())
 	defer func() {
@@ -686,22 +693,12 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	c.room = s.hub.attach(t.Room, c)
-	// The room's watcher is open before the join, so the join and every
-	// commit after it reach the room's sockets in order (watch.go).
-	if err := c.room.openWatch(s); err != nil {
-		c.room.detach(c, s.clock.Now())
-		s.log.Error("room watch failed", "room", t.Room, "err", err)
-		s.refuseUpgrade(w, http.StatusInternalServerError, "internal", "cannot follow the lobby")
-		return
-	}
-	var res lobby.Result
+	var first []byte
 	var joinErr error
-	joined := false
 	uw := &upgradeWriter{
 		ResponseWriter: w,
 		beforeUpgrade: func() {
-			res, joinErr = s.join(c)
-			joined = joinErr == nil
+			first, joinErr = s.join(c)
 		},
 		meter: func(conn net.Conn, buffered []byte) *frameMeter {
 			return newFrameMeter(conn, buffered, newLimiter(s.clock, s.cfg.FrameRate, s.cfg.FrameBurst), s.metrics.framesThrottled.Inc)
@@ -717,13 +714,13 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		s.log.Info("socket refused", "reason", "handshake")
 		c.kick(websocket.StatusAbnormalClosure, "upgrade failed", true)
 		c.room.detach(c, s.clock.Now())
-		if joined {
+		if att := c.attachment(); att != nil {
 			// Undo the join: this generation never had a socket.
 			ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-			_, err := s.svc.Disconnect(ctx, t.Room, t.User, res.Gen)
+			_, err := att.Disconnect(ctx)
 			cancel()
-			if err != nil {
-				s.log.Warn("disconnect after a failed upgrade failed", "room", t.Room, "player", s.svc.Pseudonym(t.User), "gen", res.Gen, "err", err)
+			if err != nil && !errors.Is(err, lobby.ErrDetached) {
+				s.log.Warn("disconnect after a failed upgrade failed", "room", t.Room, "player", s.svc.Pseudonym(t.User), "gen", att.Gen(), "err", err)
 			}
 		}
 		return
@@ -731,31 +728,41 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.conn, c.raw, c.out = conn, uw.conn, uw.out
 	c.mu.Unlock()
-	if !s.attachSocket(c, res, joinErr) {
+	if !s.attachSocket(c, first, joinErr) {
 		return
 	}
 	handedOff = true
 	go func() {
 		defer s.conns.done()
 		defer c.stop()
-		s.serve(c, res.Gen)
+		s.serve(c)
 	}()
 }
 
-// join joins c's user to its lobby and records the new generation on c.
-func (s *Server) join(c *client) (lobby.Result, error) {
+// join joins c's user to its lobby through the Server's Rooms, with c as
+// the Sink, and records the Attachment on c. It returns the socket's first
+// lobby.state: the change the join made (reason joined, reconnected, ...),
+// or the lobby as it is (snapshot) when the join changed nothing others
+// see, a further tab. Either is encoded once for the room.
+func (s *Server) join(c *client) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	var res lobby.Result
+	var att *lobby.Attachment
+	var snap lobby.Snapshot
 	var err error
-	s.warm.run(func() { res, err = s.svc.Join(ctx, c.roomID, c.user, nil) })
+	s.warm.run(func() { att, snap, err = s.rooms.Join(ctx, c.roomID, c.user, nil, c) })
 	if err != nil {
-		return res, err
+		return nil, err
 	}
-	c.setGeneration(res.Gen)
+	c.mu.Lock()
+	c.att = att
+	c.mu.Unlock()
 	c.setLastBeat(s.clock.Now())
-	c.room.setGen(c, res.Gen)
-	return res, nil
+	first := lobby.Delivery{Lobby: snap.Lobby, Revision: snap.Revision, State: &snap}
+	if ev := att.Result().Events; len(ev) > 0 && ev[len(ev)-1].Revision == snap.Revision {
+		first = lobby.Delivery{Lobby: snap.Lobby, Revision: snap.Revision, Event: &ev[len(ev)-1]}
+	}
+	return c.room.encode(first), nil
 }
 
 // attachSocket starts an upgraded socket: its first state, the welcome,
@@ -763,7 +770,7 @@ func (s *Server) join(c *client) (lobby.Result, error) {
 // goroutine, so that the goroutine serve runs on never grows the stack
 // this takes. joinErr is the join's error: the socket is then told why and
 // closed, and attachSocket returns false.
-func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
+func (s *Server) attachSocket(c *client, first []byte, joinErr error) bool {
 	conn := c.conn
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
 	pseudo := pseudonym{s.svc, c.user}
@@ -786,38 +793,14 @@ func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
 		c.room.detach(c, s.clock.Now())
 		return false
 	}
-	c.admit()
-	// The room's watcher brings the join and everything after it in
-	// order; the join's own state (or a snapshot) is only the socket's
-	// starting point when the watcher has brought nothing yet.
-	if n := len(res.Events); n > 0 {
-		// Usually the watcher has brought the join already, or the room
-		// has this revision encoded for another socket: encode it only
-		// when neither is so.
-		if !c.hasAnyState() {
-			e := &res.Events[n-1]
-			payload := c.room.encoded(e.Revision)
-			if payload == nil {
-				payload = encodeEvent(e, s.clock.Now())
-			}
-			c.offerFirstState(e.Revision, payload)
-		}
-	} else if !c.hasAnyState() {
-		ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
-		snap, err := s.svc.Snapshot(ctx, c.roomID)
-		if err != nil {
-			s.log.Error("snapshot failed", "room", c.roomID, "err", err)
-			c.kick(websocket.StatusInternalError, "cannot read the lobby", false)
-		} else {
-			c.offerFirstState(snap.Revision, encodeSnapshot(&snap, s.clock.Now()))
-		}
-		cancel()
-	}
+	// The deliveries that arrived meanwhile come after the first state.
+	c.admit(first)
+	att := c.attachment()
 	c.enqueue(mustJSON(welcomeMsg{
 		Type:            TypeWelcome,
 		RoomID:          c.roomID,
 		UserID:          c.user,
-		Connection:      res.Gen,
+		Connection:      att.Gen(),
 		HeartbeatMs:     s.heartbeatEvery.Milliseconds(),
 		GraceMs:         s.cfg.Policy.Grace.Milliseconds(),
 		MaxMessageBytes: s.cfg.MaxMessageBytes,
@@ -825,7 +808,7 @@ func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
 	}))
 	c.room.ready(c, s.clock.Now())
 	s.metrics.sockets.Inc()
-	s.log.Info("socket attached", "room", c.roomID, "player", pseudo, "gen", res.Gen)
+	s.log.Info("socket attached", "room", c.roomID, "player", pseudo, "gen", att.Gen())
 
 	c.startServing()
 	return true
@@ -833,7 +816,9 @@ func (s *Server) attachSocket(c *client, res lobby.Result, joinErr error) bool {
 
 // serve reads an attached socket until it closes, then reports the close
 // to the lobby and detaches the socket.
-func (s *Server) serve(c *client, gen uint64) {
+func (s *Server) serve(c *client) {
+	att := c.attachment()
+	gen := att.Gen()
 	readErr := c.readLoop()
 
 	// The socket is gone (a close frame, an EOF, a reset, a failed read)
@@ -851,12 +836,18 @@ func (s *Server) serve(c *client, gen uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	var dres lobby.Result
 	var err error
-	s.warm.run(func() { dres, err = s.svc.Disconnect(ctx, c.roomID, c.user, gen) })
+	s.warm.run(func() { dres, err = att.Disconnect(ctx) })
 	cancel()
 	<-c.writerDone
 	c.room.detach(c, s.clock.Now())
 	s.metrics.sockets.Dec()
 	code, reason, _ := c.closeStatus()
+	outcome := dres.Outcome.String()
+	if errors.Is(err, lobby.ErrDetached) {
+		// A commit ended the connection already (the close code says
+		// why): there is nothing to report.
+		err, outcome = nil, "ended"
+	}
 	if err != nil {
 		s.log.Warn("disconnect failed", "room", c.roomID, "player", pseudo, "gen", gen, "err", err)
 		return
@@ -865,5 +856,5 @@ func (s *Server) serve(c *client, gen uint64) {
 		code, reason = peer, "closed by the client"
 	}
 	s.log.Info("socket detached", "room", c.roomID, "player", pseudo, "gen", gen,
-		"close_code", int(code), "close_reason", reason, "outcome", dres.Outcome.String())
+		"close_code", int(code), "close_reason", reason, "outcome", outcome)
 }

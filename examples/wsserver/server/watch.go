@@ -2,132 +2,66 @@ package server
 
 import (
 	"context"
-	"errors"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/lobbyhost/lobbyhost/lobby"
 )
 
-// Delivery to sockets follows the lobby's effects log. A room with local
-// sockets holds one lobby.Watcher, opened before its first socket's join and
-// closed when its last socket detaches. The room's delivery goroutine takes
-// each Change in order and hands it to the room's sockets: one lobby.state
-// per revision, and a close for every socket whose connection generation
-// the commit ended. Commits of this process reach the watcher without a
-// store read; commits of other processes reach it through the store's
-// change notifications, which the Service's Run listens to, at the cost of
-// one log read for the lobby that changed. Rooms that did not change cost
-// nothing.
+// Delivery to sockets is lobby.Rooms' job: the Server has one, and each
+// socket joins through it with its client as the lobby.Sink. Rooms follows
+// each lobby that has sockets here with one watcher and hands every socket
+// the lobby's changes in revision order, whichever process committed them,
+// and tells the socket when a commit ended its connection generation. What
+// stays here is the transport: encoding a change once per room, queueing
+// it on the socket (which never blocks), and the close code of an ended
+// connection.
 
-// roomWatch is the watcher of a room and its delivery goroutine.
-type roomWatch struct {
-	w      *lobby.Watcher
-	cancel context.CancelFunc
-	done   chan struct{}
+// encodedSlots is how many recent lobby.state encodings a room keeps for
+// its sockets, which each take a change on their own schedule.
+const encodedSlots = 8
+
+// encodedState is one lobby.state encoding of a room.
+type encodedState struct {
+	rev   uint64
+	state bool // a whole-lobby state (reason snapshot), not an event
+	b     []byte
 }
 
-// watchRetry is how long the delivery goroutine waits after a failed log
-// read before it tries again.
-const watchRetry = 250 * time.Millisecond
-
-// openWatch makes sure the room has a watcher. Call it after the socket is
-// in r.clients and before its join, so that the join and everything after
-// it reach the watcher (a join never needs a snapshot to be seen).
-func (r *room) openWatch(s *Server) error {
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
-	if r.watch != nil {
-		return nil
-	}
-	// The Watcher lives as long as ctx: until closeWatch cancels it.
-	ctx, cancel := context.WithCancel(context.Background())
-	// after 0: the first Change is a snapshot of the room now, which
-	// sockets that already have it (by revision) ignore.
-	w, err := s.svc.Watch(ctx, r.id, 0)
-	if err != nil {
-		cancel()
-		return err
-	}
-	rw := &roomWatch{w: w, cancel: cancel, done: make(chan struct{})}
-	r.watch = rw
-	go r.deliver(ctx, s, rw)
-	return nil
-}
-
-// closeWatch closes the room's watcher if no socket is left in the room.
-func (r *room) closeWatch() {
-	r.watchMu.Lock()
-	defer r.watchMu.Unlock()
-	if r.watch == nil {
-		return
-	}
-	r.mu.Lock()
-	n := len(r.clients)
-	r.mu.Unlock()
-	if n > 0 {
-		return
-	}
-	rw := r.watch
-	r.watch = nil
-	rw.cancel()
-	rw.w.Close()
-}
-
-// deliver reads rw's Changes until it is closed and fans them out.
-func (r *room) deliver(ctx context.Context, s *Server, rw *roomWatch) {
-	defer close(rw.done)
-	for {
-		ch, err := rw.w.Next(ctx)
-		switch {
-		case err == nil:
-		case ctx.Err() != nil || errors.Is(err, lobby.ErrWatchClosed):
-			return
-		default:
-			s.log.Warn("room watch failed", "room", r.id, "err", err)
-			t := time.NewTimer(watchRetry)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			continue
-		}
-		r.apply(s, &ch)
-	}
-}
-
-// apply hands one Change to the room's sockets.
-func (r *room) apply(s *Server, ch *lobby.Change) {
-	now := s.clock.Now()
-	if ch.Snapshot != nil {
-		if r.wantsState(ch.Snapshot.Revision) {
-			r.broadcastState(ch.Snapshot.Revision, encodeSnapshot(ch.Snapshot, now))
-		}
-		return
-	}
-	for i := range ch.Events {
-		e := &ch.Events[i]
-		if r.wantsState(e.Revision) {
-			r.broadcastState(e.Revision, encodeEvent(e, now))
+// encode returns the lobby.state message for d, encoded once for every
+// socket of the room that takes it: the sockets of a room get the same
+// changes, each on its own goroutine, at nearly the same time.
+func (r *room) encode(d lobby.Delivery) []byte {
+	state := d.State != nil
+	r.encMu.Lock()
+	defer r.encMu.Unlock()
+	for i := range r.enc {
+		if e := &r.enc[i]; e.b != nil && e.rev == d.Revision && e.state == state {
+			return e.b
 		}
 	}
-	for _, e := range ch.Ended {
-		r.endGeneration(e)
+	var b []byte
+	if state {
+		b = encodeSnapshot(d.State, r.clock.Now())
+	} else {
+		b = encodeEvent(d.Event, r.clock.Now())
 	}
+	r.enc[r.encNext] = encodedState{rev: d.Revision, state: state, b: b}
+	r.encNext = (r.encNext + 1) % len(r.enc)
+	return b
 }
 
-// endGeneration closes the socket holding generation e.Gen, if this
-// process has it, with the close code of e's cause.
-func (r *room) endGeneration(e lobby.Ended) {
-	r.mu.Lock()
-	c := r.byGen[e.Gen]
-	r.mu.Unlock()
-	if c == nil || c.user != e.Player {
-		return
-	}
+// Send implements lobby.Sink: it queues the change on the socket, encoded
+// once per room. It never blocks: a socket that does not keep up is closed
+// by its own queue's bounds (CloseSlowConsumer).
+func (c *client) Send(_ context.Context, d lobby.Delivery) {
+	c.deliver(c.room.encode(d))
+}
+
+// End implements lobby.Sink: a commit ended the socket's connection
+// generation, here or on another process. The socket is closed with the
+// close code of the cause, after what is queued for it.
+func (c *client) End(e lobby.Ended) {
 	switch e.Cause {
 	case lobby.EndKicked:
 		c.kick(CloseKicked, "removed from the lobby by the host", false)
