@@ -1,19 +1,21 @@
 // Package lobby decides who is in a lobby and who hosts it.
 //
-// It has two layers. [Machine] is the pure state machine: it takes a
-// [State], a [Command] and the time, and returns the next state, what the
-// command did, and the events clients should see. It reads no clock and does
-// no I/O, so every rule can be tested by replaying commands at chosen times.
 // [Service] is what a game server calls: it loads a lobby from a
-// [store.Store], applies a command with the Machine, and commits the result
-// with a compare-and-set, retrying on conflict; its Run loop applies expiries
-// at their deadlines and relays committed events to a publisher.
+// [store.Store], judges a command with the rules, and commits the result
+// with a compare-and-set, retrying on conflict; its Run loop applies
+// expiries at their deadlines, follows other processes' commits and relays
+// committed events to a publisher. [Rooms] attaches sockets to lobbies.
+// The rules themselves are a pure state machine in package
+// [github.com/lobbyhost/lobbyhost/lobby/rules], which reads no clock and
+// does no I/O, so every rule is tested by replaying commands at chosen
+// times; this package names every type of the Service's API, so a game
+// server needs only this one.
 //
 // # Effects and watching a lobby
 //
 // A commit changes more than the record: it has visible events and may end
 // connections (a superseded tab, a timed-out socket). The Service writes
-// both ([Effects]) into the lobby's effects log in the same atomic write as
+// both (rules.Effects) into the lobby's effects log in the same atomic write as
 // the record, positioned by the record's version. Every process that holds
 // sockets of a lobby follows it with [Service.Watch]: its own commits
 // arrive at once, other processes' through the store's change
@@ -56,22 +58,22 @@
 // attributes, the lock, the lobby's overrides) increments the lobby's
 // revision by exactly one and produces one [Event]. Heartbeats, extra tabs
 // and stale reports change no revision. Events have a binary encoding for
-// stores (EncodeEvent) and a documented JSON form for clients
+// stores (rules.EncodeEvent) and a documented JSON form for clients
 // ([Event.MarshalJSON]).
 //
 // # Commands of the host and of the server
 //
 // Besides the evidence a transport reports (Join, Heartbeat, Disconnect) and
 // what players ask for (Leave), a lobby takes commands that only its host or
-// the server may give. [Kick] removes a member at once and may keep it out
+// the server may give. [Service.Kick] removes a member at once and may keep it out
 // for a while (ErrBlocked); a lobby holds at most [Policy.MaxBlocks] blocks
-// in force (ErrTooManyBlocks). [Lock] makes the lobby refuse new players
+// in force (ErrTooManyBlocks). [Service.Lock] makes the lobby refuse new players
 // (ErrLocked) while members coming back and further tabs still get in; a
 // lock the host set ends with the last member, so an emptied lobby is
 // never left shut to everyone, while the server's lock stays until it is
 // lifted.
-// [TransferHost] hands the role on. The server alone may [Update] a member's
-// attributes and [Configure] the lobby: its own grace, heartbeat TTL, member
+// [Service.TransferHost] hands the role on. The server alone may [Service.Update] a member's
+// attributes and [Service.Configure] the lobby: its own grace, heartbeat TTL, member
 // cap, tab cap and bound on blocks, stored with it and winning over the
 // Service's policy. A command the rules refuse commits nothing;
 // [IsRefusal] tells refusals from bad input.
@@ -98,7 +100,7 @@
 // host replaced while it was partitioned cannot act on its stale view (see
 // Example_fencing). lobbyhost itself does not stop such a host from acting
 // elsewhere; it judges its own host-only commands against current state, as
-// [Machine.Apply] does for TransferHost. Expiries happen at stored deadlines
+// the rules do for TransferHost. Expiries happen at stored deadlines
 // judged against the clock of whichever process runs the transition; with
 // several processes, keep their clocks synchronised (NTP) and treat the grace
 // as accurate only to within their skew.

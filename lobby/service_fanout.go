@@ -157,20 +157,21 @@ type room struct {
 	w    *Watcher
 	refs int // Attachments joined or joining; guarded by Rooms.mu
 
-	stop context.CancelFunc
-	done chan struct{}
+	stop context.CancelFunc // ends the pump
 
 	mu   sync.Mutex // guards atts
 	atts map[*Attachment]struct{}
 }
 
-// Join admits player to lobby id (as Service.Join does, with the same
-// errors) and attaches sink to the lobby for the new connection. It
-// returns the Attachment and the lobby as of the join (or later): what the
-// socket renders first. A join that made no revision (a further tab with
-// the same attributes) still returns the current lobby. The Sink's
-// deliveries continue strictly after that Snapshot's revision, with nothing missed in
-// between: the lobby's watch is in place before the join commits.
+// Join admits player to lobby id as Service.Join does, with the same
+// errors (ErrLobbyFull, ErrLocked, ErrBlocked, ErrInvalidID, ...; a nil
+// sink is ErrInvalidOption), and attaches sink to the lobby for the new
+// connection. It returns the Attachment and the lobby as of the join (or
+// later): what the socket renders first. A join that made no revision (a
+// further tab with the same attributes) still returns the current lobby.
+// The Sink's deliveries continue strictly after that Snapshot's revision,
+// with nothing missed in between: the lobby's watch is in place before the
+// join commits.
 //
 // Connections the join superseded are told End on their own Sinks,
 // wherever their sockets are. On an error, nothing is attached and the
@@ -209,7 +210,6 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 
 	sendCtx, cancel := context.WithCancel(context.Background())
 	a.cancel = cancel
-	a.done = make(chan struct{})
 	rm.mu.Lock()
 	a.gen, a.version, a.rev, a.pending = res.Gen, version, snap.Revision, false
 	early := a.early
@@ -237,7 +237,7 @@ func (r *Rooms) acquire(id string) *room {
 	rm := r.rooms[id]
 	if rm == nil {
 		ctx, stop := context.WithCancel(context.Background())
-		rm = &room{rs: r, id: id, w: r.svc.newWatcher(id), stop: stop, done: make(chan struct{}), atts: make(map[*Attachment]struct{})}
+		rm = &room{rs: r, id: id, w: r.svc.newWatcher(id), stop: stop, atts: make(map[*Attachment]struct{})}
 		r.rooms[id] = rm
 		go rm.pump(ctx)
 	}
@@ -281,7 +281,6 @@ func (r *Rooms) Attached(id string) int {
 
 // pump hands the room's Changes to its Attachments until the room closes.
 func (rm *room) pump(ctx context.Context) {
-	defer close(rm.done)
 	log := rm.rs.svc.log
 	warned := false
 	for {
@@ -346,8 +345,7 @@ type Attachment struct {
 	sink   Sink
 	lobby  string
 	player string
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel context.CancelFunc // ends the Sink's context
 	wake   chan struct{}
 
 	// Guarded by room.mu: what the join covers, and the Changes kept
@@ -449,7 +447,6 @@ func (a *Attachment) finish(e Ended) {
 // send runs the Sink's calls, in order, until the Attachment is detached
 // or its End is delivered.
 func (a *Attachment) send(ctx context.Context) {
-	defer close(a.done)
 	for {
 		a.mu.Lock()
 		if a.detached {

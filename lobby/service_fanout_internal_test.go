@@ -315,3 +315,62 @@ func TestRoomsWatchOncePerLobby(t *testing.T) {
 		t.Fatalf("Attached %d after every Close", n)
 	}
 }
+
+// The first socket of a lobby in this process: another process commits
+// after the join's write and before the join's watch starts, and its
+// notification reaches this process in between. The watch must still
+// hand that commit out, without waiting for a later one.
+func TestRoomsFirstJoinKeepsEarlierNotification(t *testing.T) {
+	ctx := context.Background()
+	a, hs, b := hooked(t)
+	r, err := NewRooms(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A Watcher of another lobby tells when a's Run has taken the
+	// notifications b's commits produced: the feed is in commit order.
+	probe, err := a.Watch(ctx, "probe", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer probe.Close()
+	hs.mu.Lock()
+	hs.afterOK = func(store.Write) {
+		if _, err := b.Join(ctx, "l", "bo", nil); err != nil {
+			t.Error(err)
+		}
+		if _, err := b.Join(ctx, "probe", "x", nil); err != nil {
+			t.Error(err)
+		}
+		c, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		for {
+			ch, err := probe.Next(c)
+			if err == ErrNotRunning {
+				<-probe.Ready()
+				continue
+			}
+			if err != nil {
+				t.Errorf("probe: %v", err)
+				return
+			}
+			if ch.Revision == 1 {
+				return
+			}
+		}
+	}
+	hs.mu.Unlock()
+	s := &recorder{}
+	att, snap, err := r.Join(ctx, "l", "ana", nil, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer att.Close()
+	if snap.Revision != 1 {
+		t.Fatalf("ana's snapshot at %d, want 1 (its join)", snap.Revision)
+	}
+	eventually(t, "bo's join (revision 2) reaching ana's socket", func() bool { revs, _ := s.revisions(); return len(revs) > 0 })
+	if revs, _ := s.revisions(); fmt.Sprint(revs) != "[2]" {
+		t.Fatalf("ana got revisions %v, want [2]", revs)
+	}
+}

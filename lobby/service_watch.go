@@ -87,10 +87,11 @@ type Watcher struct {
 // Snapshot, Watch commits overdue deadlines first.
 //
 // ctx bounds the Watcher, not only the call: when ctx is done the Watcher
-// is closed (Next returns ErrWatchClosed), as if Close had been called.
-// Pass a context that lives as long as the reader does. Close it when done
-// otherwise; a Watcher holds memory in this Service until then. To follow
-// a lobby on behalf of sockets, Rooms does all of this.
+// is closed (Next returns ErrWatchClosed), as if Close had been called, so
+// pass a context that lives as long as the reader does, not a per-call
+// timeout. Close the Watcher when done with it before that; it holds
+// memory in this Service until one or the other. To follow a lobby on
+// behalf of sockets, Rooms does all of this.
 func (s *Service) Watch(ctx context.Context, id string, afterRevision uint64) (*Watcher, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -160,6 +161,8 @@ func (w *Watcher) register(st *rules.State, v uint64, first bool) {
 		delete(lw.watchers, w)
 		lw.mu.Unlock()
 	}
+	// The reader may have something already: a snapshot, or a commit a
+	// notification announced before the registration (see remote).
 	poke(w.ready)
 }
 
@@ -437,13 +440,16 @@ func (h *watchHub) remote(id string, version uint64) {
 	}
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
-	if !lw.started || version <= lw.cursor || version <= lw.known {
+	if version <= lw.cursor || version <= lw.known {
 		return
 	}
 	if version == lw.writing {
 		lw.noted = version // probably this Service's own: see writing
 		return
 	}
+	// Kept even before the first Watcher registers: a notification that
+	// comes between the registering transaction's read and its
+	// registration names a commit the new Watcher must not wait for.
 	lw.known = version
 	lw.wakeAll()
 }

@@ -1,6 +1,9 @@
 package rules
 
-import "time"
+import (
+	"strconv"
+	"time"
+)
 
 // Reason is the cause of a visible change.
 type Reason string
@@ -137,7 +140,10 @@ func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
 		return outcomeNames[o]
 	}
-	return "Outcome(?)"
+	if o == 0 {
+		return "none" // the zero Outcome: a Result that came with an error
+	}
+	return "Outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // EndCause says why a connection generation ended.

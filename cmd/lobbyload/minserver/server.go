@@ -25,6 +25,9 @@ type ticket struct {
 // server.mu guards only the two maps.
 type server struct {
 	grace time.Duration
+	// afterAccept, if set, runs once a socket's upgrade completed, before
+	// the socket is served (tests place other events there).
+	afterAccept func(user string)
 
 	mu      sync.Mutex
 	tickets map[string]ticket
@@ -108,6 +111,9 @@ func (s *server) socket(w http.ResponseWriter, r *http.Request) {
 	sk.send(rm.state("snapshot", ""))
 	rm.mu.Unlock()
 	conn, err := websocket.Accept(w, r, nil)
+	if err == nil && s.afterAccept != nil {
+		s.afterAccept(tk.user)
+	}
 	rm.mu.Lock()
 	if err != nil {
 		delete(rm.socks, sk)

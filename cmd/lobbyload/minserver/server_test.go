@@ -131,6 +131,47 @@ func TestReconnectWithinGrace(t *testing.T) {
 	}
 }
 
+// A change committed right after a socket's upgrade completes, before the
+// server goes on, reaches that socket with its reason: the socket belongs
+// to the room from its join on.
+func TestChangeRightAfterUpgrade(t *testing.T) {
+	srv := newServer(time.Hour)
+	var a *websocket.Conn // alice's socket, set before bob joins
+	srv.afterAccept = func(user string) {
+		if user != "bob" {
+			return
+		}
+		a.CloseNow()
+		// Wait until alice's close is committed.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			srv.mu.Lock()
+			rm := srv.rooms["r1"]
+			srv.mu.Unlock()
+			rm.mu.Lock()
+			m := rm.members["alice"]
+			gone := m != nil && m.sockets == 0
+			rm.mu.Unlock()
+			if gone {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Error("alice's close was never committed")
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	ts := httptest.NewServer(srv.routes())
+	defer ts.Close()
+	a, _ = join(t, ts.URL, "r1", "alice")
+	_, bch := join(t, ts.URL, "r1", "bob")
+	d := await(t, bch, "alice reconnecting", func(s testState) bool { return s.Reason == "disconnected" })
+	if host(d) != "alice" || d.Members[0].Status != "reconnecting" {
+		t.Errorf("after alice's close %+v, want alice hosting and reconnecting", d)
+	}
+}
+
 // A ticket works once.
 func TestTicketSingleUse(t *testing.T) {
 	ts := httptest.NewServer(newServer(time.Second).routes())

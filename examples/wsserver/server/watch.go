@@ -41,15 +41,15 @@ func (r *room) openWatch(s *Server) error {
 	if r.watch != nil {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
+	// The Watcher lives as long as ctx: until closeWatch cancels it.
+	ctx, cancel := context.WithCancel(context.Background())
 	// after 0: the first Change is a snapshot of the room now, which
 	// sockets that already have it (by revision) ignore.
 	w, err := s.svc.Watch(ctx, r.id, 0)
-	cancel()
 	if err != nil {
+		cancel()
 		return err
 	}
-	ctx, cancel = context.WithCancel(context.Background())
 	rw := &roomWatch{w: w, cancel: cancel, done: make(chan struct{})}
 	r.watch = rw
 	go r.deliver(ctx, s, rw)
