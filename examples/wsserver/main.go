@@ -4,6 +4,7 @@
 // it.
 //
 //	go run ./examples/wsserver            # then open the printed URL
+//	export LOBBYHOST_TICKET_KEYS=$(openssl rand -hex 32)  # the same on every process
 //	go run ./examples/wsserver -store postgres -postgres-dsn postgres://...
 //	go run ./examples/wsserver -store redis -redis-addr 127.0.0.1:6379
 //
