@@ -46,8 +46,10 @@ type Redemptions interface {
 // Keys rotate: the first key signs, any key verifies. To replace a key,
 // deploy [new, old] everywhere, wait one ticket TTL, then deploy [new].
 //
-// Issuing keeps no state, so the per-user cap on outstanding tickets of
-// MemoryTickets does not apply: rate-limit the ticket endpoint instead.
+// Issuing stores nothing (a redemption is stored only when an upgrade uses
+// a ticket, until RedemptionSkew after its expiry), so there is no table a
+// flood of ticket requests could fill, and no per-user cap on outstanding
+// tickets as MemoryTickets has.
 type SignedTickets struct {
 	keys  [][]byte
 	clock clockwork.Clock
