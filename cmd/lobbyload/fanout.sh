@@ -22,6 +22,9 @@
 # tool's changes (and setup joins), and store reads per change are not
 # diluted by heartbeats.
 set -euo pipefail
+# The server signs tickets with a key its processes share; on a shared store
+# it needs one. An environment variable, so that older binaries ignore it.
+export LOBBYHOST_TICKET_KEYS=${LOBBYHOST_TICKET_KEYS:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 here=$(cd "$(dirname "$0")" && pwd)
 tree=$(cd "${1:-$here/../..}" && pwd)
 stores=${STORES:-"postgres redis memory"}

@@ -33,6 +33,9 @@
 # Runs alternate between kinds (run 1 of every kind, then run 2, ...), so
 # that all kinds see the same machine.
 set -euo pipefail
+# The server signs tickets with a key its processes share; on a shared store
+# it needs one. An environment variable, so that older binaries ignore it.
+export LOBBYHOST_TICKET_KEYS=${LOBBYHOST_TICKET_KEYS:-$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')}
 here=$(cd "$(dirname "$0")" && pwd)
 tree=$(cd "$here/../.." && pwd)
 kinds=${KINDS:-"minimal memory postgres redis"}

@@ -4,6 +4,7 @@
 // it.
 //
 //	go run ./examples/wsserver            # then open the printed URL
+//	export LOBBYHOST_TICKET_KEYS=$(openssl rand -hex 32)  # the same on every process
 //	go run ./examples/wsserver -store postgres -postgres-dsn postgres://...
 //	go run ./examples/wsserver -store redis -redis-addr 127.0.0.1:6379
 //
@@ -62,6 +63,7 @@ type options struct {
 	grace          time.Duration
 	heartbeatTTL   time.Duration
 	ticketTTL      time.Duration
+	ticketKeys     string
 	maxMembers     int
 	maxTabs        int
 	metricsHosts   string
@@ -112,6 +114,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 	fs.DurationVar(&o.grace, "grace", grace, "how long a dropped player keeps its place (and the host role) to reconnect (env LOBBYHOST_GRACE)")
 	fs.DurationVar(&o.heartbeatTTL, "heartbeat-ttl", ttl, "a socket that shows no sign of life for this long is ended; 0: only closes end sockets (env LOBBYHOST_HEARTBEAT_TTL)")
 	fs.DurationVar(&o.ticketTTL, "ticket-ttl", server.DefaultTicketTTL, "lifetime of a socket ticket")
+	fs.StringVar(&o.ticketKeys, "ticket-keys", getenv("LOBBYHOST_TICKET_KEYS"), "comma-separated hex keys (each at least 32 bytes) that sign socket tickets, so that every process sharing them accepts them; the first signs, any verifies (rotation). Required with -store postgres or redis (env LOBBYHOST_TICKET_KEYS)")
 	fs.IntVar(&o.maxMembers, "max-members", server.DefaultMaxMembers, "most members per lobby, reconnecting ones included")
 	fs.IntVar(&o.maxTabs, "max-tabs", server.DefaultMaxTabs, "most sockets per player; more end the oldest (0: no cap)")
 	fs.StringVar(&o.metricsHosts, "metrics-hosts", "", "comma-separated host names or addresses, besides loopback ones and the listen address, for which /metrics answers")
@@ -151,17 +154,20 @@ const defaultPoolConns = 16
 
 // openStore returns the store named by the options and a function that
 // releases it.
-func openStore(ctx context.Context, o options) (store.Store, bool, func(), error) {
+//
+// Its Redemptions records redeemed signed tickets in the same place, so
+// that every process on the store sees them.
+func openStore(ctx context.Context, o options) (store.Store, server.Redemptions, func(), error) {
 	switch o.storeKind {
 	case "memory":
-		return memstore.New(), false, func() {}, nil
+		return memstore.New(), server.NewMemoryRedemptions(), func() {}, nil
 	case "postgres":
 		if o.postgresDSN == "" {
-			return nil, false, nil, errors.New("-store postgres needs -postgres-dsn or LOBBYHOST_POSTGRES_DSN")
+			return nil, nil, nil, errors.New("-store postgres needs -postgres-dsn or LOBBYHOST_POSTGRES_DSN")
 		}
 		cfg, err := pgxpool.ParseConfig(o.postgresDSN)
 		if err != nil {
-			return nil, false, nil, fmt.Errorf("postgres: %w", err)
+			return nil, nil, nil, fmt.Errorf("postgres: %w", err)
 		}
 		if !strings.Contains(o.postgresDSN, "pool_max_conns") {
 			// pgxpool's default (4 on this kind of machine) queues a
@@ -170,33 +176,41 @@ func openStore(ctx context.Context, o options) (store.Store, bool, func(), error
 		}
 		pool, err := pgxpool.NewWithConfig(ctx, cfg)
 		if err != nil {
-			return nil, false, nil, fmt.Errorf("postgres: %w", err)
+			return nil, nil, nil, fmt.Errorf("postgres: %w", err)
 		}
 		st, err := pgxstore.New(pool, pgxstore.WithSchema(o.postgresSchema))
 		if err == nil {
 			err = st.Migrate(ctx)
 		}
+		var used *server.PostgresRedemptions
+		if err == nil {
+			used, err = server.NewPostgresRedemptions(ctx, pool, o.postgresSchema)
+		}
 		if err != nil {
 			pool.Close()
-			return nil, false, nil, fmt.Errorf("postgres: %w", err)
+			return nil, nil, nil, fmt.Errorf("postgres: %w", err)
 		}
-		return st, true, pool.Close, nil
+		return st, used, pool.Close, nil
 	case "redis":
 		if o.redisAddr == "" {
-			return nil, false, nil, errors.New("-store redis needs -redis-addr or LOBBYHOST_REDIS_ADDR")
+			return nil, nil, nil, errors.New("-store redis needs -redis-addr or LOBBYHOST_REDIS_ADDR")
 		}
 		c, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{o.redisAddr}, DisableCache: true})
 		if err != nil {
-			return nil, false, nil, fmt.Errorf("redis: %w", err)
+			return nil, nil, nil, fmt.Errorf("redis: %w", err)
 		}
 		st, err := redisstore.New(c, redisstore.WithPrefix(o.redisPrefix))
+		var used *server.RedisRedemptions
+		if err == nil {
+			used, err = server.NewRedisRedemptions(c, o.redisPrefix)
+		}
 		if err != nil {
 			c.Close()
-			return nil, false, nil, fmt.Errorf("redis: %w", err)
+			return nil, nil, nil, fmt.Errorf("redis: %w", err)
 		}
-		return st, true, c.Close, nil
+		return st, used, c.Close, nil
 	}
-	return nil, false, nil, fmt.Errorf("-store must be memory, postgres or redis, not %q", o.storeKind)
+	return nil, nil, nil, fmt.Errorf("-store must be memory, postgres or redis, not %q", o.storeKind)
 }
 
 // run serves until ctx is done, then shuts down gracefully. It prints the
@@ -225,11 +239,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 
-	st, shared, release, err := openStore(ctx, o)
+	keys, err := parseTicketKeys(o.ticketKeys)
+	if err != nil {
+		return err
+	}
+	shared := o.storeKind != "memory"
+	if shared && len(keys) == 0 {
+		// Behind a load balancer the ticket request and the upgrade can
+		// reach different processes; tickets only one process knows would
+		// then fail at random. Refusing to start says so at once.
+		return errors.New("-store " + o.storeKind + " needs -ticket-keys or LOBBYHOST_TICKET_KEYS " +
+			"(the same hex key, at least 32 bytes, on every process; e.g. openssl rand -hex 32), " +
+			"so that any process accepts a ticket another issued")
+	}
+	st, used, release, err := openStore(ctx, o)
 	if err != nil {
 		return err
 	}
 	defer release()
+	var tickets server.Tickets // nil: the server's per-process MemoryTickets
+	if len(keys) > 0 {
+		if tickets, err = server.NewSignedTickets(keys, nil, o.ticketTTL, used); err != nil {
+			return err
+		}
+	}
 
 	ln, err := net.Listen("tcp", o.addr)
 	if err != nil {
@@ -258,6 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		Logger:         logger,
 		PseudonymKey:   key,
 		TicketTTL:      o.ticketTTL,
+		Tickets:        tickets,
 		AllowedOrigins: origins,
 		MetricsHosts:   metricsHosts,
 	})
@@ -283,7 +317,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	logger.Warn("DEMO AUTHENTICATION: the ticket endpoint believes the " + server.DemoUserHeader +
 		" header, so anybody can act as anybody. Put real authentication in front before exposing this server.")
 	logger.Info("serving", "addr", ln.Addr().String(), "origins", strings.Join(origins, ","), "store", o.storeKind,
-		"grace", policy.Grace, "heartbeat_ttl", policy.HeartbeatTTL, "shared_store", shared)
+		"grace", policy.Grace, "heartbeat_ttl", policy.HeartbeatTTL, "shared_store", shared, "signed_tickets", len(keys) > 0)
 	fmt.Fprintf(stdout, "lobbyhost wsserver: open http://%s/ (demo sign-in; Ctrl-C to stop)\n", ln.Addr())
 
 	select {
@@ -307,6 +341,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	return errors.Join(herr, serr)
+}
+
+// parseTicketKeys decodes -ticket-keys: comma-separated hex keys of at
+// least server.MinTicketKeyBytes each. Empty means no key.
+func parseTicketKeys(v string) ([][]byte, error) {
+	var keys [][]byte
+	for i, h := range strings.Split(v, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		k, err := hex.DecodeString(h)
+		if err != nil || len(k) < server.MinTicketKeyBytes {
+			return nil, fmt.Errorf("-ticket-keys: key %d must be at least %d bytes, hex-encoded", i+1, server.MinTicketKeyBytes)
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 // servePprof serves the runtime profiles of net/http/pprof on addr, on a

@@ -292,6 +292,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"unknown store", []string{"-store", "mongo"}, nil},
 		{"postgres without DSN", []string{"-store", "postgres"}, nil},
 		{"redis without address", []string{"-store", "redis"}, nil},
+		{"short ticket key", []string{"-ticket-keys", strings.Repeat("ab", 31)}, nil},
+		{"second ticket key not hex", []string{"-ticket-keys", testTicketKeyHex + ",zz"}, nil},
 		{"short pseudonym key", []string{"-pseudonym-key", "abcd"}, nil},
 		{"zero grace", []string{"-grace", "0"}, nil},
 		{"bad log level", []string{"-log-level", "loud"}, nil},
@@ -313,6 +315,22 @@ func TestRunRejectsBadFlags(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"-h"}, io.Discard, io.Discard, func(string) string { return "" }); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: %v, want flag.ErrHelp", err)
+	}
+}
+
+// On a shared store without a ticket key, tickets would be known only to
+// the process that issued them, and an upgrade reaching another process
+// would fail: the command refuses to start, before it even opens the store.
+func TestRunSharedStoreNeedsTicketKeys(t *testing.T) {
+	for _, args := range [][]string{
+		{"-store", "postgres", "-postgres-dsn", "postgres://127.0.0.1:1/x"},
+		{"-store", "redis", "-redis-addr", "127.0.0.1:1"},
+	} {
+		err := run(context.Background(), append([]string{"-addr", "127.0.0.1:0"}, args...), io.Discard, io.Discard,
+			func(string) string { return "" })
+		if err == nil || !strings.Contains(err.Error(), "-ticket-keys") {
+			t.Errorf("%v without a ticket key: %v, want an error naming -ticket-keys", args, err)
+		}
 	}
 }
 
@@ -374,7 +392,7 @@ func TestTwoProcessesOnPostgres(t *testing.T) {
 			t.Errorf("dropping schema %s: %v", schema, err)
 		}
 	})
-	twoProcesses(t, map[string]string{"LOBBYHOST_POSTGRES_DSN": dsn}, "-store", "postgres", "-postgres-schema", schema)
+	twoProcesses(t, map[string]string{"LOBBYHOST_POSTGRES_DSN": dsn, "LOBBYHOST_TICKET_KEYS": testTicketKeyHex}, "-store", "postgres", "-postgres-schema", schema)
 }
 
 func TestTwoProcessesOnRedis(t *testing.T) {
@@ -405,7 +423,7 @@ func TestTwoProcessesOnRedis(t *testing.T) {
 			c.Do(ctx, c.B().Del().Key(k).Build())
 		}
 	})
-	twoProcesses(t, map[string]string{"LOBBYHOST_REDIS_ADDR": addr}, "-store", "redis", "-redis-prefix", prefix)
+	twoProcesses(t, map[string]string{"LOBBYHOST_REDIS_ADDR": addr, "LOBBYHOST_TICKET_KEYS": testTicketKeyHex}, "-store", "redis", "-redis-prefix", prefix)
 }
 
 // The command allows browsers on its own listen address, over http and

@@ -4,7 +4,9 @@ package main
 // shared store, driven by a seeded random schedule of joins (some in bursts
 // on every process at once), closes, second
 // tabs on another process (superseding the first under -max-tabs 1) and
-// sockets that go silent, then a kill -9 of one process. Every socket's
+// sockets that go silent, then a kill -9 of one process. Every ticket is
+// fetched from a process other than the one its socket upgrades on, as
+// behind a load balancer. Every socket's
 // lobby.state stream is checked for gaps, duplicates and reordering, and
 // every connection the server ended must carry that process's own close code.
 
@@ -44,7 +46,11 @@ const (
 	mpSteps        = 70
 )
 
-func TestMultiProcess(t *testing.T) {
+func TestMultiProcess(t *testing.T) { mpOnStores(t, mpRun) }
+
+// mpOnStores builds the command and runs f on a fresh PostgreSQL schema and
+// a fresh Redis prefix, with the arguments that select them.
+func mpOnStores(t *testing.T, f func(t *testing.T, bin string, storeArgs ...string)) {
 	bin := filepath.Join(t.TempDir(), "wsserver")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -75,7 +81,7 @@ func TestMultiProcess(t *testing.T) {
 				t.Errorf("dropping schema %s: %v", schema, err)
 			}
 		})
-		mpRun(t, bin, "-store", "postgres", "-postgres-dsn", dsn, "-postgres-schema", schema)
+		f(t, bin, "-store", "postgres", "-postgres-dsn", dsn, "-postgres-schema", schema)
 	})
 	t.Run("redis", func(t *testing.T) {
 		addr := os.Getenv("LOBBYHOST_REDIS_ADDR")
@@ -105,7 +111,7 @@ func TestMultiProcess(t *testing.T) {
 				c.Do(ctx, c.B().Del().Key(k).Build())
 			}
 		})
-		mpRun(t, bin, "-store", "redis", "-redis-addr", addr, "-redis-prefix", prefix)
+		f(t, bin, "-store", "redis", "-redis-addr", addr, "-redis-prefix", prefix)
 	})
 }
 
@@ -122,7 +128,8 @@ type mpProc struct {
 func mpStart(t *testing.T, bin string, idx int, args ...string) *mpProc {
 	t.Helper()
 	args = append([]string{"-addr", "127.0.0.1:0", "-log-level", "warn",
-		"-grace", mpGrace.String(), "-heartbeat-ttl", mpHeartbeatTTL.String(), "-max-tabs", "1"}, args...)
+		"-grace", mpGrace.String(), "-heartbeat-ttl", mpHeartbeatTTL.String(), "-max-tabs", "1",
+		"-ticket-keys", testTicketKeyHex}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"HOME=" + t.TempDir()}
 	p := &mpProc{idx: idx, cmd: cmd, exited: make(chan struct{}), stderr: &lockedBuffer{}}
@@ -329,18 +336,43 @@ type mpHarness struct {
 	socks []*mpSock
 }
 
-func mpDial(t *testing.T, h *mpHarness, p *mpProc, room, user string) (*mpSock, error) {
-	req, _ := http.NewRequest(http.MethodPost, p.base+"/rooms/"+url.PathEscape(room)+"/socket-ticket", nil)
+// mpTicket asks base for a ticket for user in room.
+func mpTicket(base, room, user string) (string, error) {
+	req, _ := http.NewRequest(http.MethodPost, base+"/rooms/"+url.PathEscape(room)+"/socket-ticket", nil)
 	req.Header.Set("x-authenticated-user", user)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
 	var tr struct{ Ticket string }
 	err = json.NewDecoder(resp.Body).Decode(&tr)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusCreated {
-		return nil, fmt.Errorf("ticket: %d %v", resp.StatusCode, err)
+		return "", fmt.Errorf("ticket from %s: %d %v", base, resp.StatusCode, err)
+	}
+	return tr.Ticket, nil
+}
+
+// issuer returns the live process after p (in index order): the one p's
+// sockets get their tickets from.
+func (h *mpHarness) issuer(p *mpProc) *mpProc {
+	for i := 1; i <= len(h.procs); i++ {
+		if q := h.procs[(p.idx+i)%len(h.procs)]; q != p && !q.killed {
+			return q
+		}
+	}
+	return p
+}
+
+// mpDial opens a socket on p with a ticket issued by another process.
+func mpDial(t *testing.T, h *mpHarness, p *mpProc, room, user string) (*mpSock, error) {
+	issuer := h.issuer(p)
+	if issuer == p {
+		return nil, fmt.Errorf("no live process besides %d to issue a ticket", p.idx)
+	}
+	ticket, err := mpTicket(issuer.base, room, user)
+	if err != nil {
+		return nil, err
 	}
 	s := &mpSock{room: room, user: user, proc: p, done: make(chan struct{})}
 	transport := &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -353,7 +385,7 @@ func mpDial(t *testing.T, h *mpHarness, p *mpProc, room, user string) (*mpSock, 
 	}}
 	ctx, cancel := context.WithTimeout(context.Background(), mpGuard)
 	defer cancel()
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.base, "http")+"/ws?ticket="+url.QueryEscape(tr.Ticket),
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(p.base, "http")+"/ws?ticket="+url.QueryEscape(ticket),
 		&websocket.DialOptions{HTTPClient: &http.Client{Transport: transport}})
 	if err != nil {
 		return nil, fmt.Errorf("dial: %w", err)

@@ -109,9 +109,13 @@ func storeArgs(t *testing.T, env string, args func(v, tag string) []string, clea
 	return args(v, tag)
 }
 
+// testTicketKeys signs the server's tickets: on a shared store it needs a
+// key, which its processes share.
+const testTicketKeys = "6c6f626279686f7374206c6f61642074657374207469636b6574206b6579732121"
+
 func TestFailoverWSServerPostgres(t *testing.T) {
 	args := storeArgs(t, "LOBBYHOST_POSTGRES_DSN", func(dsn, tag string) []string {
-		return []string{"-store", "postgres", "-postgres-dsn", dsn, "-postgres-schema", tag}
+		return []string{"-store", "postgres", "-postgres-dsn", dsn, "-postgres-schema", tag, "-ticket-keys", testTicketKeys}
 	}, func(dsn, tag string) *exec.Cmd {
 		return exec.Command("psql", dsn, "-qc", `DROP SCHEMA IF EXISTS "`+tag+`" CASCADE`)
 	})
@@ -121,7 +125,7 @@ func TestFailoverWSServerPostgres(t *testing.T) {
 
 func TestFailoverWSServerRedis(t *testing.T) {
 	args := storeArgs(t, "LOBBYHOST_REDIS_ADDR", func(addr, tag string) []string {
-		return []string{"-store", "redis", "-redis-addr", addr, "-redis-prefix", tag}
+		return []string{"-store", "redis", "-redis-addr", addr, "-redis-prefix", tag, "-ticket-keys", testTicketKeys}
 	}, func(addr, tag string) *exec.Cmd {
 		host, port, _ := strings.Cut(addr, ":")
 		cli := "redis-cli -h " + host + " -p " + port

@@ -136,7 +136,7 @@ func TestBrowserHostSuccession(t *testing.T) {
 	countdown := `document.querySelector('#members li[data-user="alice"] .countdown')`
 	waitJS(bob, "alice's countdown", countdown+` && /^[0-9]+ s left$/.test(`+countdown+`.textContent)`)
 	deadline, err := chromedp.Run(bob, chromedp.Evaluate[string](countdown+`.dataset.deadline`))
-	if want := epoch.Add(e.cfg.Policy.Grace).UTC().Format(time.RFC3339Nano); err != nil || deadline != want {
+	if want := fmt.Sprint(epoch.Add(e.cfg.Policy.Grace).UnixMilli()); err != nil || deadline != want {
 		t.Errorf("alice's reconnect deadline on bob's page: %q (%v), want %q", deadline, err, want)
 	}
 	left, err := chromedp.Run(bob, chromedp.Evaluate[string](countdown+`.textContent`))
@@ -157,13 +157,6 @@ func TestBrowserHostSuccession(t *testing.T) {
 	}
 
 	screenshot(t, bob, "wsserver-browser-succession.png", "bob's page after the succession")
-
-	// The revision rule: an old state delivered late changes nothing.
-	run(bob, "a stale state", chromedp.Evaluate[chromedp.Void](`window.lobbyhost.handle({type: 'lobby.state', version: 2,
-		hostId: 'alice', playerIds: ['alice', 'bob'], reason: 'joined',
-		members: [{userId: 'alice', joinSeq: 1, status: 'online', host: true}, {userId: 'bob', joinSeq: 2, status: 'online', host: false}]})`))
-	waitJS(bob, "the stale state ignored", `window.lobbyhost.view().ignored >= 1 && window.lobbyhost.view().highest === 4 && `+
-		member("bob", ".host")+` && !`+member("alice", ""))
 
 	// carol joins: bob, hosting, may hand her the role.
 	carol := e.join("lobby-1", "carol")

@@ -47,8 +47,10 @@
 // through the store's change notifications, which Server.Run listens to,
 // and cost one read of the changed lobby's log; rooms that did not change
 // cost nothing. Chat, typing and read receipts stay inside one process:
-// only lobby state is shared. Tickets are redeemed by the process that issued
-// them unless Config.Tickets is shared.
+// only lobby state is shared. With the default MemoryTickets a
+// ticket is redeemed only by the process that issued it; SignedTickets, with
+// a key the processes share and a Redemptions they all see, lets any of
+// them redeem it, once.
 //
 // # What it does not do
 //

@@ -256,7 +256,8 @@ func TestPageAndHTTPAPI(t *testing.T) {
 		path, wantType, wantBody string
 	}{
 		{"/", "text/html; charset=utf-8", "x-authenticated-user"},
-		{"/static/app.js", "text/javascript; charset=utf-8", "msg.version <= st.highest"},
+		{"/static/app.js", "text/javascript; charset=utf-8", "from './lobbyhost-client.js'"},
+		{"/static/lobbyhost-client.js", "text/javascript; charset=utf-8", "LobbyClient"},
 		{"/static/style.css", "text/css; charset=utf-8", ".reconnecting"},
 	}
 	for _, tt := range tests {

@@ -662,6 +662,9 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	case errors.Is(err, ErrTicketUnknown):
 		s.refuseUpgrade(w, http.StatusUnauthorized, "ticket_unknown", "unknown ticket")
 		return
+	case errors.Is(err, ErrTicketSignature):
+		s.refuseUpgrade(w, http.StatusUnauthorized, "ticket_forged", "the ticket's signature does not match")
+		return
 	case err != nil:
 		s.log.Error("ticket redeem failed", "err", err)
 		s.refuseUpgrade(w, http.StatusInternalServerError, "internal", "cannot check the ticket")
