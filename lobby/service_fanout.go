@@ -20,8 +20,8 @@ type Sink interface {
 	// socket write): only this sink waits, since every Attachment has a
 	// bounded queue of its own (see SinkQueue). The first Send may come
 	// before Rooms.Join has returned: a transport that renders the
-	// Snapshot Join returns must hold deliveries back until it has, or
-	// the socket would show them before it. ctx is done once the
+	// Snapshot first implements [Starter], whose Start comes before any
+	// Send, instead of holding deliveries back. ctx is done once the
 	// Attachment is detached; Send should then return soon. The
 	// Delivery's Event and State are shared with the lobby's other Sinks:
 	// read them, do not modify them.
@@ -33,6 +33,20 @@ type Sink interface {
 	// before it, and nothing is called after it. The Attachment is
 	// detached by then; the transport need not report the close.
 	End(e Ended)
+}
+
+// A Starter is a Sink that is told of its join before anything else:
+// Rooms.Join calls Start once, on Join's own goroutine, after the join has
+// committed and before the Sink's first Send, with the Attachment and the
+// Snapshot Join is about to return. A transport queues there what the
+// socket shows first (the lobby as of the join, say, or the change that
+// admitted it: a.Result()), so that no delivery can overtake it, and needs
+// no holding back of its own. Start should return soon: the lobby's
+// changes for this socket wait meanwhile (they are kept, not lost). It
+// must not call Rooms.Join for the same Sink.
+type Starter interface {
+	Sink
+	Start(a *Attachment, first Snapshot)
 }
 
 // SinkFuncs is a Sink made of two functions, for a transport that needs no
@@ -217,8 +231,16 @@ func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]st
 	a.ctx, a.cancel = context.WithCancel(context.Background())
 	a.sender = a.send
 	rm.mu.Lock()
-	a.gen, a.version, a.rev, a.pending = res.Gen, version, snap.Revision, false
+	a.gen, a.version, a.rev = res.Gen, version, snap.Revision
 	a.res = res
+	rm.mu.Unlock()
+	if st, ok := sink.(Starter); ok {
+		// Still pending: what the room hands out meanwhile is kept in
+		// a.early, so no Send can come before Start has returned.
+		st.Start(a, snap)
+	}
+	rm.mu.Lock()
+	a.pending = false
 	early := a.early
 	a.early = nil
 	ended := false

@@ -354,3 +354,94 @@ func TestRoomsIdleAttachmentHasNoSender(t *testing.T) {
 		}
 	}
 }
+
+// starter is a recorder that is also a Starter: Start records the first
+// state and waits for release, so that the test commits while it runs.
+type starter struct {
+	recorder
+	started chan Snapshot
+	release chan struct{}
+	order   []string // "start", then one "send" per delivery
+}
+
+func (s *starter) Start(a *Attachment, first Snapshot) {
+	s.mu.Lock()
+	s.order = append(s.order, "start")
+	s.mu.Unlock()
+	s.started <- first
+	<-s.release
+}
+
+func (s *starter) Send(ctx context.Context, d Delivery) {
+	s.mu.Lock()
+	s.order = append(s.order, "send")
+	s.mu.Unlock()
+	s.recorder.Send(ctx, d)
+}
+
+// A Starter is told Start before any Send, and a commit made while Start
+// runs reaches it afterwards, once: no transport needs to hold deliveries
+// back behind the first state it renders.
+func TestRoomsStarterComesFirst(t *testing.T) {
+	ctx := context.Background()
+	a, _, b := hooked(t)
+	r, err := NewRooms(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Join(ctx, "l", "bo", nil); err != nil {
+		t.Fatal(err)
+	}
+	s := &starter{started: make(chan Snapshot, 1), release: make(chan struct{})}
+	type joined struct {
+		att  *Attachment
+		snap Snapshot
+		err  error
+	}
+	done := make(chan joined, 1)
+	go func() {
+		att, snap, err := r.Join(ctx, "l", "ana", nil, s)
+		done <- joined{att, snap, err}
+	}()
+	first := <-s.started
+	if first.Revision != 2 || len(first.Members) != 2 {
+		t.Fatalf("Start's snapshot %+v, want revision 2 with bo and ana", first)
+	}
+	// This Service commits while Start runs: the room hands the change
+	// out at once, and the Attachment keeps it until Start returns.
+	if _, err := a.Update(ctx, "l", "bo", map[string]string{"x": "1"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the update handed to the joining Attachment", func() bool {
+		r.mu.Lock()
+		rm := r.rooms["l"]
+		r.mu.Unlock()
+		rm.mu.Lock()
+		defer rm.mu.Unlock()
+		for att := range rm.atts {
+			if len(att.early) > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	if revs, _ := s.revisions(); len(revs) != 0 {
+		t.Fatalf("Send called with %v while Start ran", revs)
+	}
+	close(s.release)
+	j := <-done
+	if j.err != nil {
+		t.Fatal(j.err)
+	}
+	defer j.att.Close()
+	if j.snap.Revision != first.Revision {
+		t.Fatalf("Join returned revision %d, Start was given %d", j.snap.Revision, first.Revision)
+	}
+	eventually(t, "revision 3", func() bool { revs, _ := s.revisions(); return len(revs) > 0 })
+	s.mu.Lock()
+	order := fmt.Sprint(s.order)
+	s.mu.Unlock()
+	if revs, _ := s.revisions(); fmt.Sprint(revs) != "[3]" || order != "[start send]" {
+		t.Fatalf("revisions %v, calls %s; want [3] after start", revs, order)
+	}
+}

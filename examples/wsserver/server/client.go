@@ -58,13 +58,8 @@ type client struct {
 	mu sync.Mutex
 	// att is the socket's place in the lobby (its connection generation
 	// and its deliveries), set once its join succeeded.
-	att *lobby.Attachment
-	// admitted is set once the socket's first state is queued; until then
-	// the lobby's deliveries, which come after that state, are held back
-	// (held).
-	admitted bool
-	held     [][]byte
-	ready    bool // receives chat, receipts and typing
+	att   *lobby.Attachment
+	ready bool // receives chat, receipts and typing
 	// queue holds the messages waiting for the writer, oldest first;
 	// inflight counts those the writer took and is writing. Together they
 	// are bounded by Config.SendQueue; queued is their size in bytes,
@@ -134,38 +129,6 @@ func (c *client) attachment() *lobby.Attachment {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.att
-}
-
-// deliver queues a lobby state from the socket's Attachment, or holds it
-// back until the socket's first state is queued (see admit).
-func (c *client) deliver(payload []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.admitted {
-		if len(c.held) >= c.s.cfg.SendQueue {
-			// As many changes as the send queue holds, during one join:
-			// treat it like a queue overflow.
-			c.s.metrics.slowConsumers.Inc()
-			c.kickLocked(CloseSlowConsumer, "send queue overflow", true)
-			return
-		}
-		c.held = append(c.held, payload)
-		return
-	}
-	c.enqueueLocked(payload, false)
-}
-
-// admit queues the socket's first state, the lobby as its join left it,
-// then the states held back meanwhile, and lets later ones through.
-func (c *client) admit(first []byte) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.admitted = true
-	c.enqueueLocked(first, false)
-	for _, m := range c.held {
-		c.enqueueLocked(m, false)
-	}
-	c.held = nil
 }
 
 // enqueue queues a message for this socket alone.

@@ -332,28 +332,6 @@ func TestRoomFromPath(t *testing.T) {
 	}
 }
 
-// The lobby's deliveries that reach a socket before its first state is
-// queued (they come right after its join) are held back and queued after
-// that state, in order; later ones go straight to the queue.
-func TestDeliveriesFollowFirstState(t *testing.T) {
-	// Not serving: no writer starts, the queue keeps what is offered.
-	c := &client{s: &Server{cfg: Config{SendQueue: 16, SendQueueBytes: 1 << 20}}}
-	c.deliver([]byte{6})
-	c.deliver([]byte{7})
-	if len(c.queue) != 0 {
-		t.Fatalf("%d states queued before the first, want none", len(c.queue))
-	}
-	c.admit([]byte{5})
-	c.deliver([]byte{8})
-	var got []byte
-	for _, m := range c.queue {
-		got = append(got, m...)
-	}
-	if diff := cmp.Diff([]byte{5, 6, 7, 8}, got); diff != "" {
-		t.Errorf("states queued (-want +got):\n%s", diff)
-	}
-}
-
 // A room encodes each delivery once for all its sockets: the same change
 // (and the same whole-lobby state) gives the same bytes, shared; an event
 // and a state of one revision are told apart.

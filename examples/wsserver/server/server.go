@@ -696,12 +696,11 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 		}
 	}()
 	c.room = s.hub.attach(t.Room, c)
-	var first []byte
 	var joinErr error
 	uw := &upgradeWriter{
 		ResponseWriter: w,
 		beforeUpgrade: func() {
-			first, joinErr = s.join(c)
+			joinErr = s.join(c)
 		},
 		meter: func(conn net.Conn, buffered []byte) *frameMeter {
 			return newFrameMeter(conn, buffered, newLimiter(s.clock, s.cfg.FrameRate, s.cfg.FrameBurst), s.metrics.framesThrottled.Inc)
@@ -731,7 +730,7 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 	c.mu.Lock()
 	c.conn, c.raw, c.out = conn, uw.conn, uw.out
 	c.mu.Unlock()
-	if !s.attachSocket(c, first, joinErr) {
+	if !s.attachSocket(c, joinErr) {
 		return
 	}
 	handedOff = true
@@ -743,29 +742,18 @@ func (s *Server) handleSocket(w http.ResponseWriter, r *http.Request) {
 }
 
 // join joins c's user to its lobby through the Server's Rooms, with c as
-// the Sink, and records the Attachment on c. It returns the socket's first
-// lobby.state: the change the join made (reason joined, reconnected, ...),
-// or the lobby as it is (snapshot) when the join changed nothing others
-// see, a further tab. Either is encoded once for the room.
-func (s *Server) join(c *client) ([]byte, error) {
+// the Sink: its Start records the Attachment and queues the socket's first
+// lobby.state before any later change.
+func (s *Server) join(c *client) error {
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
 	defer cancel()
-	var att *lobby.Attachment
-	var snap lobby.Snapshot
 	var err error
-	s.warm.run(func() { att, snap, err = s.rooms.Join(ctx, c.roomID, c.user, nil, c) })
+	s.warm.run(func() { _, _, err = s.rooms.Join(ctx, c.roomID, c.user, nil, c) })
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c.mu.Lock()
-	c.att = att
-	c.mu.Unlock()
 	c.setLastBeat(s.clock.Now())
-	first := lobby.Delivery{Lobby: snap.Lobby, Revision: snap.Revision, State: &snap}
-	if ev := att.Result().Events; len(ev) > 0 && ev[len(ev)-1].Revision == snap.Revision {
-		first = lobby.Delivery{Lobby: snap.Lobby, Revision: snap.Revision, Event: &ev[len(ev)-1]}
-	}
-	return c.room.encode(first), nil
+	return nil
 }
 
 // attachSocket starts an upgraded socket: its first state, the welcome,
@@ -773,7 +761,7 @@ func (s *Server) join(c *client) ([]byte, error) {
 // goroutine, so that the goroutine serve runs on never grows the stack
 // this takes. joinErr is the join's error: the socket is then told why and
 // closed, and attachSocket returns false.
-func (s *Server) attachSocket(c *client, first []byte, joinErr error) bool {
+func (s *Server) attachSocket(c *client, joinErr error) bool {
 	conn := c.conn
 	conn.SetReadLimit(s.cfg.MaxFrameBytes)
 	pseudo := pseudonym{s.svc, c.user}
@@ -796,8 +784,6 @@ func (s *Server) attachSocket(c *client, first []byte, joinErr error) bool {
 		c.room.detach(c, s.clock.Now())
 		return false
 	}
-	// The deliveries that arrived meanwhile come after the first state.
-	c.admit(first)
 	att := c.attachment()
 	c.enqueue(mustJSON(welcomeMsg{
 		Type:            TypeWelcome,

@@ -55,7 +55,26 @@ func (r *room) encode(d lobby.Delivery) []byte {
 // once per room. It never blocks: a socket that does not keep up is closed
 // by its own queue's bounds (CloseSlowConsumer).
 func (c *client) Send(_ context.Context, d lobby.Delivery) {
-	c.deliver(c.room.encode(d))
+	c.enqueue(c.room.encode(d))
+}
+
+var _ lobby.Starter = (*client)(nil)
+
+// Start implements lobby.Starter: Rooms calls it when the socket's join has
+// committed, before any Send, so the socket's first state is queued ahead
+// of every later change. That state is the change the join made (reason
+// joined, reconnected, ...), or the lobby as it is (snapshot) when the join
+// changed nothing others see, a further tab; either is encoded once for
+// the room.
+func (c *client) Start(a *lobby.Attachment, snap lobby.Snapshot) {
+	c.mu.Lock()
+	c.att = a
+	c.mu.Unlock()
+	first := lobby.Delivery{Lobby: snap.Lobby, Revision: snap.Revision, State: &snap}
+	if ev := a.Result().Events; len(ev) > 0 && ev[len(ev)-1].Revision == snap.Revision {
+		first = lobby.Delivery{Lobby: snap.Lobby, Revision: snap.Revision, Event: &ev[len(ev)-1]}
+	}
+	c.enqueue(c.room.encode(first))
 }
 
 // End implements lobby.Sink: a commit ended the socket's connection
