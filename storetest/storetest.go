@@ -224,6 +224,17 @@ var checks = []check{
 	{"BatchAtomic", onStore(checkBatchAtomic)},
 	{"BatchReleasesClaim", onStore(checkBatchReleasesClaim)},
 	{"BatchRetention", onRetained(store.Retention{Entries: retainEntries}, checkBatchRetention)},
+	{"SessionOpen", onStore(checkSessionOpen)},
+	{"SessionRenew", onStore(checkSessionRenew)},
+	{"SessionEnd", onStore(checkSessionEnd)},
+	{"SessionRenewAtomic", onStore(checkSessionRenewAtomic)},
+	{"SessionIndex", onStore(checkSessionIndex)},
+	{"SessionPatternIDs", onStore(checkSessionPatternIDs)},
+	{"SessionExpired", onStore(checkSessionExpired)},
+	{"SessionForget", onStore(checkSessionForget)},
+	{"SessionIndexAtomic", onStore(checkSessionIndexAtomic)},
+	{"SessionBatch", onStore(checkSessionBatch)},
+	{"SessionContext", onStore(checkSessionContext)},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each
