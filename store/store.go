@@ -104,6 +104,11 @@ var (
 	// ErrCompacted: a log position older than what the store still keeps.
 	// It comes wrapped in a *CompactedError.
 	ErrCompacted = errors.New("store: log compacted")
+	// ErrSessionEnded: a renewal of a session that is over: its deadline
+	// has passed (judged by the caller's now), it was ended, or the store
+	// never knew it or has forgotten it. A session that ended never lives
+	// again. See [Sessions].
+	ErrSessionEnded = errors.New("store: session ended")
 )
 
 // CompactedError reports a read of a lobby's log after a position whose
@@ -204,17 +209,38 @@ type Write struct {
 	// stored or neither is. A nil Effects appends nothing (an empty non-nil
 	// slice appends an empty entry).
 	Effects []byte
+	// Sessions, for a store with the [Sessions] capability, is the set of
+	// sessions that hold live generations in the lobby after this write,
+	// sorted in byte order without duplicates (nil or empty: none). In
+	// the same atomic step as the record, the store adds the lobby to the
+	// index of each session listed and removes it from the index of every
+	// session the lobby's previous write listed and this one does not, so
+	// [Sessions.SessionLobbies] always agrees with the last committed
+	// write of each lobby. A session the store does not know (never
+	// opened, or forgotten) is indexed all the same. A store without the
+	// capability ignores the field. Write.Validate refuses an empty ID in
+	// it and a list out of order or with duplicates.
+	Sessions []string
 }
 
 // Validate reports the argument errors every Store.Write must refuse, as an
-// error wrapping ErrInvalid: an empty ID or an Expected version that has no
-// successor. Stores call it first; it does not look at the store.
+// error wrapping ErrInvalid: an empty ID, an Expected version that has no
+// successor, or a Sessions list with an empty ID, out of byte order or
+// with duplicates. Stores call it first; it does not look at the store.
 func (w *Write) Validate() error {
 	if w.ID == "" {
 		return fmt.Errorf("%w: write with an empty lobby ID", ErrInvalid)
 	}
 	if w.Expected == math.MaxUint64 {
 		return fmt.Errorf("%w: write to %q: no version follows %d", ErrInvalid, w.ID, w.Expected)
+	}
+	for i, id := range w.Sessions {
+		if id == "" {
+			return fmt.Errorf("%w: write to %q: empty session ID in Sessions", ErrInvalid, w.ID)
+		}
+		if i > 0 && w.Sessions[i-1] >= id {
+			return fmt.Errorf("%w: write to %q: Sessions not sorted without duplicates at %q", ErrInvalid, w.ID, id)
+		}
 	}
 	return nil
 }
@@ -498,4 +524,99 @@ type Notifier interface {
 	// reader then checks the heads of the lobbies it serves once
 	// (LogHeads). Writers never wait for a reader.
 	Subscribe(ctx context.Context) (*Feed, error)
+}
+
+// Sessions is an optional capability for stores shared by several
+// processes: liveness records of the processes that hold connections, and
+// an index of the lobbies each one holds generations in.
+//
+// A process (a lobby.Service) opens a session with an ID of its own making
+// and a deadline, and renews it well before the deadline: one write per
+// process per renewal, however many connections it holds. The lobbies it
+// holds generations in name it in their records, and each Write says which
+// sessions the lobby holds after it ([Write.Sessions]), so the store keeps
+// per session the set of lobbies to visit once the session is over.
+//
+// A session's deadline only moves forward while it lives, and once it has
+// passed the session is over for good: a renewal judged at a now at or
+// after the deadline fails, and the session's ID is never used again
+// (lobbyhost makes IDs of 128 random bits). Stores never read clocks:
+// every now is the caller's. Deadlines are kept to the nanosecond (location
+// and monotonic reading dropped), as Record.Deadline is. Session IDs follow
+// the rules of lobby IDs (see "Sizes and IDs" in the package
+// documentation) and are compared byte for byte.
+//
+// Every method is atomic and linearizable like those of Store, honours its
+// context first (a done context returns ctx.Err() and changes nothing),
+// and keeps none of the slices passed in; slices returned belong to the
+// caller.
+//
+// A session that is over and no longer holds any lobby may be forgotten
+// (see ExpiredSessions), so the store's memory follows the live sessions
+// and those still to be swept, not every session ever opened.
+type Sessions interface {
+	// OpenSession records a new session, alive until deadline. It returns
+	// ErrConflict if the store knows id already (a session ID is never
+	// reused), and ErrInvalid for an ID the store refuses (empty; too
+	// long or invalid UTF-8 where the store refuses such lobby IDs) or a
+	// zero deadline; in those cases it changes nothing.
+	OpenSession(ctx context.Context, id string, deadline time.Time) error
+
+	// RenewSession moves the session's deadline to max(current, deadline)
+	// if the session is still alive at now, that is now is before its
+	// current deadline; the check and the move are one atomic step, so of
+	// two renewals racing a deadline none can revive a session the other
+	// found over. It returns ErrSessionEnded, changing nothing, if the
+	// deadline has passed at now, or the session was never opened, was
+	// forgotten or ended by EndSession; ErrInvalid for an empty ID or a
+	// zero deadline.
+	RenewSession(ctx context.Context, id string, now, deadline time.Time) error
+
+	// EndSession ends the session at once: its deadline becomes
+	// min(current, at) (a draining process passes its now), every later
+	// RenewSession fails whatever its now, and ExpiredSessions lists the
+	// session from that deadline on while it holds lobbies. An unknown or forgotten
+	// session is left alone without an error; ending a session twice
+	// keeps the earlier deadline. ErrInvalid for an empty ID or a zero
+	// at.
+	EndSession(ctx context.Context, id string, at time.Time) error
+
+	// SessionDeadlines returns each session's current deadline, in the
+	// order of ids (one per ID, duplicates included): the zero time for
+	// an ID the store does not know (never opened, or forgotten: it had
+	// ended and held nothing any more). It does not keep ids.
+	SessionDeadlines(ctx context.Context, ids []string) ([]time.Time, error)
+
+	// ExpiredSessions returns up to limit sessions whose deadline is at
+	// or before now and that still hold at least one lobby in the index,
+	// each with its deadline, ordered by deadline and then by ID (byte
+	// order). The same call returns the same sessions until a Write,
+	// Delete or session call changes them: listing a session does not
+	// claim or remove it; it leaves the list when the writes of the
+	// lobbies it held drop it from their Sessions.
+	//
+	// A session whose deadline is at or before now and that holds no
+	// lobby may be forgotten by this call: afterwards SessionDeadlines
+	// reports the zero time for it, RenewSession ErrSessionEnded and
+	// OpenSession of its ID succeeds again (which a caller that never
+	// reuses IDs never asks for). A forgotten session that a later Write
+	// lists is indexed but never listed here, having no deadline.
+	//
+	// Its cost is in proportion to what it returns and forgets, never a
+	// scan of every session: stores keep an index by deadline. limit must
+	// be positive (else ErrInvalid); now may be any time.
+	ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]SessionDeadline, error)
+
+	// SessionLobbies returns up to limit IDs of lobbies whose last
+	// committed Write listed the session in Write.Sessions (and that were
+	// not deleted since), in byte order, starting after the ID after (""
+	// to start from the first). An unknown session holds no lobby unless
+	// a Write listed it. limit must be positive (else ErrInvalid).
+	SessionLobbies(ctx context.Context, id, after string, limit int) ([]string, error)
+}
+
+// SessionDeadline names a session and its deadline.
+type SessionDeadline struct {
+	ID       string
+	Deadline time.Time
 }

@@ -53,6 +53,9 @@ type simpleStore struct {
 	forward map[*store.Feed]chan store.Change // feedDropsUnderLoad's buffers
 	silent  int                               // batchNoChange: batches under way, whose appends notify nobody
 	inBatch int                               // batchSkipsRetention: batches under way
+
+	sessions map[string]*simpleSession // store.Sessions: by session ID
+	sessHeld map[string][]string       // lobby key → the Sessions of its last write
 }
 
 // simpleLog is one lobby's effects log and its trimmed marker: the highest
@@ -403,6 +406,51 @@ var (
 	// WriteBatch sends the first 256 writes and reports the rest as
 	// committed without sending them (a cap on a script's arguments).
 	batchCapped = flaw{"batch-capped", "BatchLarge"}
+
+	// Sessions (store.Sessions).
+
+	// RenewSession takes a session as alive while now <= deadline.
+	sessionRenewAtDeadline = flaw{"session-renew-at-deadline", "SessionRenew"}
+	// RenewSession sets the deadline asked for, also an earlier one.
+	sessionDeadlineBackward = flaw{"session-deadline-backward", "SessionRenew"}
+	// RenewSession checks the session, then (after a window) sets the
+	// later of the deadline it read and the one asked for.
+	sessionRenewSplit = flaw{"session-renew-check-then-set", "SessionRenewAtomic"}
+	// Write commits the record, then (after a window) the session index.
+	sessionIndexAfterRecord = flaw{"session-index-after-record", "SessionIndexAtomic"}
+	// Write updates the session index, then (after a window) the record.
+	sessionIndexBeforeRecord = flaw{"session-index-before-record", "SessionIndexAtomic"}
+	// Write adds the lobby to the sessions listed but never removes it
+	// from those the previous write listed.
+	sessionIndexKeepsDropped = flaw{"session-index-keeps-dropped", "SessionIndex"}
+	// Delete leaves the lobby in the session index.
+	sessionDeleteKeepsIndex = flaw{"session-delete-keeps-index", "SessionIndex"}
+	// ExpiredSessions takes deadline < now instead of deadline <= now.
+	expiredExclusive = flaw{"expired-sessions-exclusive", "SessionExpired"}
+	// EndSession ends renewals but leaves the deadline index as it was:
+	// the session is listed only at its old deadline.
+	expiredIgnoresEnd = flaw{"expired-ignores-end", "SessionExpired"}
+	// ExpiredSessions removes what it lists (a queue, not an index).
+	expiredPops = flaw{"expired-sessions-pop", "SessionExpired"}
+	// ExpiredSessions orders by ID alone.
+	expiredByID = flaw{"expired-sessions-by-id", "SessionExpired"}
+	// RenewSession of an unknown (forgotten) session opens it.
+	sessionRenewUpserts = flaw{"session-renew-upserts", "SessionForget"}
+	// ExpiredSessions forgets every session over, also those holding a
+	// lobby.
+	sessionForgetsHolding = flaw{"session-forgets-holding", "SessionForget"}
+	// SessionLobbies takes the session ID as a glob pattern.
+	sessionLobbiesGlob = flaw{"session-lobbies-glob", "SessionPatternIDs"}
+	// OpenSession of a known ID replaces it.
+	sessionReopenOverwrites = flaw{"session-reopen-overwrites", "SessionOpen"}
+	// WriteBatch ignores Sessions.
+	batchSkipsSessions = flaw{"batch-skips-sessions", "SessionBatch"}
+	// The session methods ignore the context.
+	sessionsIgnoreContext = flaw{"sessions-ignore-context", "SessionContext"}
+	// EndSession sets the deadline to at, also a later one.
+	sessionEndExtends = flaw{"session-end-extends", "SessionEnd"}
+	// An ended session can be renewed while now is before its deadline.
+	sessionEndRenewable = flaw{"session-end-renewable", "SessionEnd"}
 )
 
 var flaws = []flaw{
@@ -426,6 +474,10 @@ var flaws = []flaw{
 	batchReversed, batchShortResult, batchConflictFailsAll, batchInvalidFailsAll, batchSkipsDue, batchSkipsLog,
 	batchReordered, batchEmptyInvalid, batchAliasesData, batchAliasesEffects, batchPartialOnCancel,
 	batchCheckThenSet, batchNoChange, batchCapped,
+	sessionRenewAtDeadline, sessionDeadlineBackward, sessionRenewSplit, sessionIndexAfterRecord, sessionIndexBeforeRecord,
+	sessionIndexKeepsDropped, sessionDeleteKeepsIndex, expiredExclusive, expiredIgnoresEnd, expiredPops, expiredByID,
+	sessionRenewUpserts, sessionForgetsHolding, sessionLobbiesGlob, sessionReopenOverwrites, batchSkipsSessions,
+	sessionsIgnoreContext, sessionEndExtends, sessionEndRenewable,
 }
 
 var (
@@ -433,6 +485,7 @@ var (
 	_ store.Claimer     = (*simpleStore)(nil)
 	_ store.Notifier    = (*simpleStore)(nil)
 	_ store.BatchWriter = (*simpleStore)(nil)
+	_ store.Sessions    = (*simpleStore)(nil)
 )
 
 func newSimpleStore(f flaw, r store.Retention) *simpleStore {
@@ -452,6 +505,8 @@ func newSimpleStore(f flaw, r store.Retention) *simpleStore {
 		consumers: map[string]map[string]work{},
 		cursors:   map[string]uint64{},
 		logClaims: map[string]time.Time{},
+		sessions:  map[string]*simpleSession{},
+		sessHeld:  map[string][]string{},
 	}
 }
 
@@ -684,11 +739,12 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 		}
 		window()
 		s.mu.Lock()
-		s.commit(k, rec, e)
+		s.commit(k, rec, e, w.Sessions)
 		s.mu.Unlock()
 		return nil
 
-	case effectsBeforeRecord, recordBeforeEffects, tornWrite, dueSeparateStep, staleReplica, feedBeforeCommit:
+	case effectsBeforeRecord, recordBeforeEffects, tornWrite, dueSeparateStep, staleReplica, feedBeforeCommit,
+		sessionIndexAfterRecord, sessionIndexBeforeRecord:
 		s.wmu.Lock()
 		defer s.wmu.Unlock()
 		s.mu.Lock()
@@ -703,7 +759,11 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			}
 			e = nil
 		case recordBeforeEffects:
-			s.commit(k, rec, nil)
+			s.commit(k, rec, nil, w.Sessions)
+		case sessionIndexAfterRecord:
+			s.commit(k, rec, e, s.sessHeld[k])
+		case sessionIndexBeforeRecord:
+			s.reindex(k, w.ID, w.Sessions)
 		case tornWrite:
 			old, ok := s.records[k]
 			if !ok {
@@ -714,10 +774,10 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			s.floors[k] = rec.Version
 		case dueSeparateStep:
 			old := s.index[k]
-			s.commit(k, rec, e)
+			s.commit(k, rec, e, w.Sessions)
 			s.setIndex(k, old)
 		case staleReplica:
-			s.commit(k, rec, e)
+			s.commit(k, rec, e, w.Sessions)
 		case feedBeforeCommit:
 			if e != nil {
 				s.notify(store.Change{Lobby: w.ID, Version: e.Version})
@@ -739,8 +799,10 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 			s.setIndex(k, store.Due{ID: rec.ID, Deadline: rec.Deadline})
 		case staleReplica:
 			s.replica[k] = copyRecord(rec)
+		case sessionIndexAfterRecord:
+			s.reindex(k, w.ID, w.Sessions)
 		default:
-			s.commit(k, rec, e)
+			s.commit(k, rec, e, w.Sessions)
 		}
 		s.mu.Unlock()
 		return nil
@@ -764,7 +826,7 @@ func (s *simpleStore) Write(ctx context.Context, w store.Write) error {
 	case s.floor(k) != w.Expected:
 		return store.ErrConflict
 	}
-	s.commit(k, rec, e)
+	s.commit(k, rec, e, w.Sessions)
 	if s.flaw == contextAfterWrite {
 		return ctx.Err()
 	}
@@ -781,8 +843,9 @@ func (s *simpleStore) setIndex(k string, d store.Due) {
 	}
 }
 
-// commit stores rec and appends e, if any; the caller holds mu.
-func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
+// commit stores rec, appends e, if any, and indexes the lobby under the
+// sessions sess; the caller holds mu.
+func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry, sess []string) {
 	if s.flaw == dueKeepsCleared && rec.Deadline.IsZero() {
 		rec.Deadline = s.records[k].Deadline
 	}
@@ -819,6 +882,7 @@ func (s *simpleStore) commit(k string, rec store.Record, e *store.Entry) {
 	if s.flaw != staleReplica {
 		s.replica[k] = copyRecord(rec)
 	}
+	s.reindex(k, rec.ID, sess)
 }
 
 // append adds e to the log of k, trims it by count, tells the consumers
@@ -1001,6 +1065,9 @@ func (s *simpleStore) Delete(ctx context.Context, d store.Deletion) error {
 	delete(s.records, k)
 	delete(s.replica, k)
 	delete(s.claims, k)
+	if s.flaw != sessionDeleteKeepsIndex {
+		s.reindex(k, id, nil)
+	}
 	if s.flaw != deleteKeepsDeadline {
 		delete(s.index, k)
 	}
@@ -1572,6 +1639,8 @@ func (s *simpleStore) WriteBatch(ctx context.Context, ws []store.Write) []error 
 			}
 		case batchSkipsLog:
 			w.Effects = nil
+		case batchSkipsSessions:
+			w.Sessions = nil
 		case batchSkipsDue:
 			errs[i] = s.writeKeepingIndex(ctx, w)
 			continue
@@ -1639,9 +1708,10 @@ func (s *simpleStore) batchRefused(ws []store.Write) error {
 // a window, without looking again.
 func (s *simpleStore) batchCheckThenSet(ws []store.Write) []error {
 	type pass struct {
-		k   string
-		rec store.Record
-		e   *store.Entry
+		k    string
+		rec  store.Record
+		e    *store.Entry
+		sess []string
 	}
 	errs := make([]error, len(ws))
 	var passed []pass
@@ -1661,13 +1731,13 @@ func (s *simpleStore) batchCheckThenSet(ws []store.Write) []error {
 			continue
 		}
 		versions[k] = v + 1
-		passed = append(passed, pass{k, rec, e})
+		passed = append(passed, pass{k, rec, e, w.Sessions})
 	}
 	s.mu.Unlock()
 	window()
 	s.mu.Lock()
 	for _, p := range passed {
-		s.commit(p.k, p.rec, p.e)
+		s.commit(p.k, p.rec, p.e, p.sess)
 	}
 	s.mu.Unlock()
 	return errs

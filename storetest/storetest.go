@@ -23,9 +23,9 @@
 //
 //	go test -race -run 'TestConformance/LogAtomic'
 //
-// The optional capabilities store.Claimer, store.Notifier and
-// store.BatchWriter are found by type assertion and checked when the store
-// has them (their subtests say so and skip otherwise: a store without them
+// The optional capabilities store.Claimer, store.Notifier,
+// store.BatchWriter and store.Sessions are found by type assertion and
+// checked when the store has them (their subtests say so and skip otherwise: a store without them
 // is complete). The Batch checks hold WriteBatch to what the same Writes
 // would do: one outcome per write in order, each its own compare-and-set,
 // writes to one lobby applied in the order given, nothing kept of the
@@ -224,6 +224,18 @@ var checks = []check{
 	{"BatchAtomic", onStore(checkBatchAtomic)},
 	{"BatchReleasesClaim", onStore(checkBatchReleasesClaim)},
 	{"BatchRetention", onRetained(store.Retention{Entries: retainEntries}, checkBatchRetention)},
+	{"SessionOpen", onStore(checkSessionOpen)},
+	{"SessionRenew", onStore(checkSessionRenew)},
+	{"SessionEnd", onStore(checkSessionEnd)},
+	{"SessionRenewAtomic", onStore(checkSessionRenewAtomic)},
+	{"SessionIndex", onStore(checkSessionIndex)},
+	{"SessionPatternIDs", onStore(checkSessionPatternIDs)},
+	{"SessionExpired", onStore(checkSessionExpired)},
+	{"SessionForget", onStore(checkSessionForget)},
+	{"SessionIndexAtomic", onStore(checkSessionIndexAtomic)},
+	{"SessionBatch", onStore(checkSessionBatch)},
+	{"SessionContext", onStore(checkSessionContext)},
+	{"SessionModel", func(t *testing.T, e env) { checkSessionModel(t, e.newStore) }},
 }
 
 // Run runs the conformance suite against the stores newStore returns, each

@@ -73,6 +73,17 @@
 // The memstore never loses a change, so its feeds are lost only when they
 // overflow.
 //
+// # Sessions
+//
+// The store.Sessions capability lives under one lock of its own, with a
+// heap of the opened sessions by (deadline, ID) and, per session, the set
+// of lobbies whose last Write listed it. A Write changes the sets while
+// still holding its lobby's shard lock, so no reader sees the record
+// without the index or the reverse. ExpiredSessions walks the heap in
+// order, visiting only what it returns and the sessions over that hold
+// nothing, which it forgets; SessionLobbies sorts the session's set on
+// each call, so it costs O(n log n) for a session holding n lobbies.
+//
 // # Sizes
 //
 // memstore stores IDs, consumer names and writes of any size, including
@@ -84,6 +95,7 @@ import (
 	"context"
 	"fmt"
 	"hash/maphash"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,6 +111,7 @@ var (
 	_ store.Claimer     = (*Store)(nil)
 	_ store.Notifier    = (*Store)(nil)
 	_ store.BatchWriter = (*Store)(nil)
+	_ store.Sessions    = (*Store)(nil)
 )
 
 // numShards is the number of independently locked partitions. It is a power
@@ -131,7 +144,7 @@ func WithRetention(r store.Retention) Option {
 }
 
 // Store is an in-memory store.Store, also implementing store.Claimer,
-// store.Notifier and store.BatchWriter. The zero value is not usable; call New. A Store is safe for
+// store.Notifier, store.BatchWriter and store.Sessions. The zero value is not usable; call New. A Store is safe for
 // concurrent use by any number of goroutines.
 type Store struct {
 	seed    maphash.Seed
@@ -149,6 +162,7 @@ type Store struct {
 	kept   timeHeap // tombstones with a Deletion.Keep, by Keep; guarded by its own lock
 	cons   consumers
 	feeds  feeds
+	sess   sessionTable
 }
 
 // shard is one partition of the lobbies. mu guards everything in it,
@@ -183,6 +197,9 @@ type entry struct {
 	at      instant
 	keep    instant
 	hasKeep bool
+	// sessions is the Write.Sessions of the record's last write (nil in
+	// a tombstone): the sessions whose index holds this lobby.
+	sessions []string
 }
 
 // wideFloor is one value of the store-wide floor.
@@ -385,6 +402,10 @@ func (s *Store) write(w *store.Write) error {
 	e.data = copyInto(e.data, w.Data)
 	e.claimed = false
 	sh.setDeadline(e, w.Deadline)
+	if len(e.sessions) > 0 || len(w.Sessions) > 0 {
+		s.reindex(e.id, e.sessions, w.Sessions)
+		e.sessions = slices.Clone(w.Sessions)
+	}
 	id := e.id
 	sh.mu.Unlock()
 
@@ -426,6 +447,8 @@ func (s *Store) Delete(ctx context.Context, d store.Deletion) error {
 	e.at = instantOf(d.At)
 	e.hasKeep = !d.Keep.IsZero()
 	sh.setDeadline(e, time.Time{})
+	s.reindex(e.id, e.sessions, nil)
+	e.sessions = nil
 	if e.hasKeep {
 		e.keep = instantOf(d.Keep)
 		s.kept.push(ageItem{key: e.keep, e: e})

@@ -148,16 +148,20 @@ func (s *Store) prepareBatched(w *store.Write) (batched, error) {
 	}
 	id := []byte(w.ID)
 	next := w.Expected + 1
+	sessions, err := sessionList("write", w.Sessions)
+	if err != nil {
+		return batched{}, err
+	}
 	if w.Effects == nil {
 		return batched{sql: s.q.updateOrWrite, args: []any{
 			id, int64(w.Expected), int64(next), w.Data, deadline,
-			toOrdered(w.Expected), toOrdered(next),
+			toOrdered(w.Expected), toOrdered(next), sessions,
 		}}, nil
 	}
 	return batched{sql: s.q.write, args: []any{
 		id, int64(w.Expected), int64(next), toOrdered(w.Expected), toOrdered(next),
 		w.Data, deadline, true, w.At.UnixMicro(), w.Effects,
-		int64(s.retention.Entries), s.channel, changePayload(w.ID, next),
+		int64(s.retention.Entries), s.channel, changePayload(w.ID, next), sessions,
 	}}, nil
 }
 

@@ -1,5 +1,6 @@
 // Package pgxstore keeps lobbyhost lobbies in PostgreSQL: it implements
-// store.Store, store.Claimer, store.Notifier and store.BatchWriter on top
+// store.Store, store.Claimer, store.Notifier, store.BatchWriter and
+// store.Sessions on top
 // of a pgx connection pool, so that several server processes can share
 // lobbies through one database.
 //
@@ -24,15 +25,21 @@
 //   - consumers and cursors: durable consumers, and per consumer and lobby
 //     the newest position written and the position committed, with a
 //     partial index on the cursors that have work.
+//   - sessions and session_lobbies: the sessions of [store.Sessions] (a
+//     deadline in Unix nanoseconds, indexed for [Store.ExpiredSessions])
+//     and per session the lobbies whose last write listed it, which the
+//     write and delete functions keep with the lobby's row (the row keeps
+//     the list in its sessions column).
 //   - the functions write and delete, which run the steps of a write with
-//     a log entry (or a creation) and of a Delete in one round trip.
+//     a log entry (or a creation, or a change of the lobby's sessions)
+//     and of a Delete in one round trip.
 //
 // # Round trips
 //
 // Every call is one round trip, with two exceptions: a Write without a log
 // entry is one conditional UPDATE, and only when it matches nothing (a
-// version conflict, or a lobby to create) does a second round trip call the
-// write function; registering a new consumer name takes a short transaction.
+// version conflict, a lobby to create, or a change of the lobby's
+// sessions) does a second round trip call the write function; registering a new consumer name takes a short transaction.
 // A heartbeat is therefore a single UPDATE of one row, as before the log.
 //
 // [Store.WriteBatch] sends up to [MaxBatch] writes in one pipeline, which

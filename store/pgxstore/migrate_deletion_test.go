@@ -208,8 +208,8 @@ func TestMigrateFromTheDeletionlessSchema(t *testing.T) {
 	}
 	// The old release's own steps: a lobby with an entry deleted into a
 	// tombstone, and one without entries folded at once.
-	write(t, s, store.Write{ID: "old-tomb", Data: []byte("old data"), Effects: []byte("e")})
-	write(t, s, store.Write{ID: "old-fold", Data: []byte("x")})
+	writeAsEarlierRelease(t, s, "old-tomb", 0, []byte("old data"), []byte("e"))
+	writeAsEarlierRelease(t, s, "old-fold", 0, []byte("x"), nil)
 	for _, c := range []struct {
 		id    string
 		floor uint64

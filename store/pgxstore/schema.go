@@ -140,30 +140,63 @@ CREATE TABLE IF NOT EXISTS %[1]s.cursors (
 CREATE INDEX IF NOT EXISTS cursors_work ON %[1]s.cursors (name, since, lobby)
 	WHERE head > after;
 
+-- Sessions (store.Sessions), added with them: liveness records of the
+-- processes that hold connections. ended: EndSession was called, so no
+-- renewal succeeds whatever its now.
+CREATE TABLE IF NOT EXISTS %[1]s.sessions (
+	id       bytea   PRIMARY KEY,
+	deadline bigint  NOT NULL,                  -- Unix nanoseconds
+	ended    boolean NOT NULL DEFAULT false
+);
+-- ExpiredSessions walks it in (deadline, id) order.
+CREATE INDEX IF NOT EXISTS sessions_deadline ON %[1]s.sessions (deadline, id);
+
+-- Per session, the lobbies whose last write listed it; written by the
+-- write and delete functions with the lobby's row. A session never opened
+-- (or forgotten) may have rows too.
+CREATE TABLE IF NOT EXISTS %[1]s.session_lobbies (
+	session bytea NOT NULL,
+	lobby   bytea NOT NULL,
+	PRIMARY KEY (session, lobby)
+);
+
+-- The lobby's Write.Sessions (NULL: none), so that the next write and
+-- Delete know which rows of session_lobbies are the lobby's.
+ALTER TABLE %[1]s.lobbies ADD COLUMN IF NOT EXISTS sessions bytea[];
+
 -- A write that needs more than one statement: the compare-and-set, the log
 -- entry, count retention, the consumers' cursors and the notification, in
 -- one call. Each statement in it reads a fresh snapshot, taken after the
 -- lobby's row is locked, so what it counts and trims is exact. Returns
 -- false for a version conflict.
+--
+-- p_sessions is Write.Sessions (NULL for none): the sessions whose index
+-- holds the lobby after the write. The lobby row keeps the list, so the
+-- next write knows which index rows to remove.
 CREATE OR REPLACE FUNCTION %[1]s.write(
 	p_id bytea, p_expected bigint, p_next bigint, p_base bigint, p_pos bigint,
 	p_data bytea, p_deadline bigint, p_effects boolean, p_at bigint, p_entry bytea,
-	p_keep bigint, p_channel text, p_payload text)
+	p_keep bigint, p_channel text, p_payload text, p_sessions bytea[])
 RETURNS boolean LANGUAGE plpgsql AS $fn$
 DECLARE
 	v_count   bigint;
 	v_floor   bigint;
 	v_top     bigint;
 	v_removed bigint;
+	v_old     bytea[];
 BEGIN
 	IF p_effects THEN
 		-- Registration takes this lock exclusively: it waits for the writes
 		-- that might not see the new consumer, and later ones wait for it.
 		PERFORM pg_advisory_xact_lock_shared(%[2]d);
 	END IF;
+	-- The sessions the previous write listed, read under the row lock the
+	-- UPDATE below keeps until commit.
+	SELECT sessions INTO v_old FROM %[1]s.lobbies
+	WHERE id = p_id AND version = p_expected FOR UPDATE;
 	UPDATE %[1]s.lobbies
 	SET version = p_next, deleted = false, data = p_data, deadline = p_deadline,
-		claimed_until = NULL, log_count = log_count + p_effects::int
+		claimed_until = NULL, log_count = log_count + p_effects::int, sessions = p_sessions
 	WHERE id = p_id AND version = p_expected
 	RETURNING log_count INTO v_count;
 	IF NOT FOUND THEN
@@ -177,13 +210,22 @@ BEGIN
 		IF v_floor <> p_base THEN
 			RETURN false;
 		END IF;
-		INSERT INTO %[1]s.lobbies (id, version, data, deadline, trimmed, log_count)
-		VALUES (p_id, p_next, p_data, p_deadline, p_base, p_effects::int)
+		INSERT INTO %[1]s.lobbies (id, version, data, deadline, trimmed, log_count, sessions)
+		VALUES (p_id, p_next, p_data, p_deadline, p_base, p_effects::int, p_sessions)
 		ON CONFLICT (id) DO NOTHING;
 		IF NOT FOUND THEN
 			RETURN false;
 		END IF;
 		v_count := p_effects::int;
+		v_old := NULL;
+	END IF;
+	IF v_old IS DISTINCT FROM p_sessions THEN
+		DELETE FROM %[1]s.session_lobbies
+		WHERE session = ANY (v_old) AND lobby = p_id
+			AND NOT (session = ANY (coalesce(p_sessions, '{}')));
+		INSERT INTO %[1]s.session_lobbies (session, lobby)
+		SELECT x, p_id FROM unnest(p_sessions) AS x
+		ON CONFLICT DO NOTHING;
 	END IF;
 	IF NOT p_effects THEN
 		RETURN true;
@@ -216,6 +258,20 @@ BEGIN
 END
 $fn$;
 
+-- The write function of earlier releases, for their processes during a
+-- rolling upgrade: it keeps the lobby's sessions as they are. The list is
+-- read for the expected version, which names one write, so if the lobby
+-- moves on in between the write conflicts instead of using a stale list.
+CREATE OR REPLACE FUNCTION %[1]s.write(
+	p_id bytea, p_expected bigint, p_next bigint, p_base bigint, p_pos bigint,
+	p_data bytea, p_deadline bigint, p_effects boolean, p_at bigint, p_entry bytea,
+	p_keep bigint, p_channel text, p_payload text)
+RETURNS boolean LANGUAGE sql AS $fn$
+	SELECT %[1]s.write(p_id, p_expected, p_next, p_base, p_pos, p_data, p_deadline, p_effects,
+		p_at, p_entry, p_keep, p_channel, p_payload,
+		(SELECT sessions FROM %[1]s.lobbies WHERE id = p_id AND version = p_expected AND NOT deleted))
+$fn$;
+
 -- Delete: a tombstone while the lobby has log entries or a Keep, else no
 -- row and the floor and At folded into store_floor. Returns 'd' (deleted,
 -- tombstone left), 'f' (deleted and folded), 'n' (no record) or 'c'
@@ -227,20 +283,25 @@ CREATE OR REPLACE FUNCTION %[1]s.delete(
 	p_at bigint, p_keep bigint)
 RETURNS text LANGUAGE plpgsql AS $fn$
 DECLARE
-	v_version bigint;
-	v_deleted boolean;
-	v_count   bigint;
+	v_version  bigint;
+	v_deleted  boolean;
+	v_count    bigint;
+	v_sessions bytea[];
 BEGIN
-	SELECT version, deleted, log_count INTO v_version, v_deleted, v_count
+	SELECT version, deleted, log_count, sessions INTO v_version, v_deleted, v_count, v_sessions
 	FROM %[1]s.lobbies WHERE id = p_id FOR UPDATE;
 	IF NOT FOUND OR v_deleted THEN
 		RETURN 'n';
 	ELSIF v_version <> p_expected THEN
 		RETURN 'c';
-	ELSIF v_count > 0 OR p_keep IS NOT NULL THEN
+	END IF;
+	IF v_sessions IS NOT NULL THEN
+		DELETE FROM %[1]s.session_lobbies WHERE session = ANY (v_sessions) AND lobby = p_id;
+	END IF;
+	IF v_count > 0 OR p_keep IS NOT NULL THEN
 		UPDATE %[1]s.lobbies
 		SET version = p_floor, deleted = true, deadline = NULL, claimed_until = NULL,
-			tomb_at = p_at, keep_until = p_keep
+			tomb_at = p_at, keep_until = p_keep, sessions = NULL
 		WHERE id = p_id;
 		RETURN 'd';
 	END IF;
@@ -305,6 +366,10 @@ type queries struct {
 	consumerLock                string
 	claimLog                    string
 	commitLog                   string
+
+	openSession, renewSession, endSession string
+	sessionDeadlines, expiredSessions     string
+	sessionLobbies                        string
 }
 
 func buildQueries(schema string) queries {
@@ -319,11 +384,14 @@ FROM _S_.store_floor AS f LEFT JOIN _S_.lobbies AS l ON l.id = $1`,
 		// When it matches nothing, Write calls the write function, which
 		// tells a conflict from a lobby to create.
 		// $1 id, $2 expected, $3 next, $4 data, $5 deadline.
+		// It matches only while the lobby's sessions stay as they were
+		// ($6): a write that changes them goes to the write function,
+		// which keeps session_lobbies in step.
 		update: `UPDATE _S_.lobbies
 SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NULL
-WHERE id = $1 AND version = $2`,
+WHERE id = $1 AND version = $2 AND sessions IS NOT DISTINCT FROM $6::bytea[]`,
 
-		write: `SELECT _S_.write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+		write: `SELECT _S_.write($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14::bytea[])`,
 
 		// A write without a log entry in a WriteBatch: the heartbeat
 		// UPDATE, and only if it matches nothing the write function, in
@@ -332,14 +400,14 @@ WHERE id = $1 AND version = $2`,
 		// the function only when the UPDATE returned no row, and then the
 		// UPDATE changed nothing the function could fail to see.
 		// $1 id, $2 expected, $3 next, $4 data, $5 deadline,
-		// $6 expected (ordered), $7 next (ordered).
+		// $6 expected (ordered), $7 next (ordered), $8 sessions.
 		updateOrWrite: `WITH u AS (
 	UPDATE _S_.lobbies
 	SET version = $3, deleted = false, data = $4, deadline = $5, claimed_until = NULL
-	WHERE id = $1 AND version = $2
+	WHERE id = $1 AND version = $2 AND sessions IS NOT DISTINCT FROM $8::bytea[]
 	RETURNING true AS ok)
 SELECT coalesce((SELECT ok FROM u),
-	_S_.write($1, $2, $3, $6, $7, $4, $5, false, 0, ''::bytea, 0, ''::text, ''::text))`,
+	_S_.write($1, $2, $3, $6, $7, $4, $5, false, 0, ''::bytea, 0, ''::text, ''::text, $8::bytea[]))`,
 
 		delete: `SELECT _S_.delete($1, $2, $3, $4, $5, $6)`,
 
@@ -486,8 +554,45 @@ SELECT false, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM _S_.consumers WHERE
 		// folds. $1 name, $2 lobby, $3 after (ordered).
 		commitLog: `UPDATE _S_.cursors SET after = greatest(after, $3), claimed_until = NULL
 WHERE name = $1 AND lobby = $2`,
+
+		// $1 id, $2 deadline.
+		openSession: `INSERT INTO _S_.sessions (id, deadline) VALUES ($1, $2) ON CONFLICT DO NOTHING`,
+		// Alive at now: before the deadline and not ended; the check and
+		// the move are one UPDATE of one row. $1 id, $2 now, $3 deadline.
+		renewSession: `UPDATE _S_.sessions SET deadline = greatest(deadline, $3)
+WHERE id = $1 AND deadline > $2 AND NOT ended`,
+		// $1 id, $2 at.
+		endSession: `UPDATE _S_.sessions SET deadline = least(deadline, $2), ended = true WHERE id = $1`,
+		// $1 ids.
+		sessionDeadlines: `SELECT s.deadline FROM unnest($1::bytea[]) WITH ORDINALITY AS x(id, i)
+LEFT JOIN _S_.sessions AS s ON s.id = x.id ORDER BY x.i`,
+		// The first $2 due sessions holding a lobby, by the deadline
+		// index, and the due sessions holding none that come before the
+		// last of them (every due one, if fewer than $2 hold a lobby):
+		// those are forgotten, so the walk costs what it lists and
+		// forgets. The statement judges "holds none" on its snapshot: a
+		// write that commits after it and lists such a session indexes a
+		// session forgotten by then, which the contract allows. A renewal
+		// racing the DELETE is rechecked against the deadline it set.
+		// $1 now, $2 limit.
+		expiredSessions: `WITH listed AS (
+	SELECT s.id, s.deadline FROM _S_.sessions AS s
+	WHERE s.deadline <= $1 AND EXISTS (SELECT FROM _S_.session_lobbies AS l WHERE l.session = s.id)
+	ORDER BY s.deadline, s.id
+	LIMIT $2),
+last AS (
+	SELECT deadline, id FROM listed ORDER BY deadline DESC, id DESC LIMIT 1),
+gone AS (
+	DELETE FROM _S_.sessions AS s
+	WHERE s.deadline <= $1
+		AND NOT EXISTS (SELECT FROM _S_.session_lobbies AS l WHERE l.session = s.id)
+		AND ((SELECT count(*) FROM listed) < $2 OR (s.deadline, s.id) < (SELECT deadline, id FROM last)))
+SELECT id, deadline FROM listed ORDER BY deadline, id`,
+		// $1 id, $2 after, $3 limit.
+		sessionLobbies: `SELECT lobby FROM _S_.session_lobbies WHERE session = $1 AND lobby > $2 ORDER BY lobby LIMIT $3`,
 	}
 	for _, p := range []*string{
+		&q.openSession, &q.renewSession, &q.endSession, &q.sessionDeadlines, &q.expiredSessions, &q.sessionLobbies,
 		&q.load, &q.update, &q.write, &q.updateOrWrite, &q.delete, &q.due, &q.claim,
 		&q.readLog, &q.logHeads, &q.trimLog, &q.trimKept, &q.isConsumer, &q.register, &q.consumerLock,
 		&q.claimLog, &q.commitLog,

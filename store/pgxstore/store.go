@@ -19,6 +19,7 @@ var (
 	_ store.Claimer     = (*Store)(nil)
 	_ store.Notifier    = (*Store)(nil)
 	_ store.BatchWriter = (*Store)(nil)
+	_ store.Sessions    = (*Store)(nil)
 )
 
 // DefaultSchema is the schema a Store uses unless [WithSchema] says otherwise.
@@ -247,8 +248,12 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 	}
 	id := []byte(w.ID)
 	next := w.Expected + 1
+	sessions, err := sessionList("write", w.Sessions)
+	if err != nil {
+		return err
+	}
 	if w.Effects == nil {
-		tag, err := s.pool.Exec(ctx, s.q.update, id, int64(w.Expected), int64(next), w.Data, deadline)
+		tag, err := s.pool.Exec(ctx, s.q.update, id, int64(w.Expected), int64(next), w.Data, deadline, sessions)
 		if err != nil {
 			return s.fail(ctx, "write", w.ID, err)
 		}
@@ -261,10 +266,10 @@ func (s *Store) Write(ctx context.Context, w store.Write) error {
 		entry = []byte{} // unused: the function appends nothing without effects
 	}
 	var written bool
-	err := s.pool.QueryRow(ctx, s.q.write,
+	err = s.pool.QueryRow(ctx, s.q.write,
 		id, int64(w.Expected), int64(next), toOrdered(w.Expected), toOrdered(next),
 		w.Data, deadline, w.Effects != nil, w.At.UnixMicro(), entry,
-		int64(s.retention.Entries), s.channel, changePayload(w.ID, next),
+		int64(s.retention.Entries), s.channel, changePayload(w.ID, next), sessions,
 	).Scan(&written)
 	if err != nil {
 		return s.fail(ctx, "write", w.ID, err)

@@ -23,7 +23,8 @@ import (
 //	              deadline key of Deletion.Keep, absent without one or once
 //	              it came while the log still had entries), g (the age key
 //	              of the newest entry appended, which the next one's is
-//	              at least)
+//	              at least), s (Write.Sessions of the last write, each ID
+//	              as its length, ':' and its bytes; absent for none)
 //	{P:k}:l:L     stream, the lobby's effects log: entry ID "<position>-0",
 //	              fields a (deadline key of Write.At), g (the age key: the
 //	              latest of a and the previous entry's g, as a deadline
@@ -44,6 +45,14 @@ import (
 //	              of the shard that had an entry since N registered
 //	{P:k}:q:N     sorted set per consumer name N, every score 0, members
 //	              queue key + L (see consumers.go)
+//	{P:k}:sl:S    sorted set per session S, every score 0, members the
+//	              shard's lobby IDs whose last write listed S (the record's
+//	              field s keeps that list)
+//	{P:k}:sh      hash, S -> how many lobbies of the shard list session S
+//	{P:0}:s:S     hash per session S, in the home shard whatever S is: d
+//	              (deadline key), e ("1" once ended)
+//	{P:0}:sdue    sorted set, every score 0, members deadlineKey+S: the
+//	              known sessions by (deadline, S)
 //
 // Writes with a log entry also publish "<position>:L" on the channel
 // {P}:notify (not a key). Stores of earlier versions left {P:k}:out and

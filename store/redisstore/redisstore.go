@@ -1,6 +1,9 @@
 // Package redisstore keeps lobbyhost's lobbies in Redis: a [store.Store]
 // that several server processes can share, with the optional
-// [store.Claimer], [store.Notifier] and [store.BatchWriter] capabilities.
+// [store.Claimer], [store.Notifier], [store.BatchWriter] and
+// [store.Sessions] capabilities. A lobby's place in the session index is
+// written by the same script as its record, in the lobby's slot; session
+// records live in shard 0 (see docs/redis.md, "Sessions across slots").
 //
 // It talks to Redis through a [rueidis.Client] the caller creates, owns and
 // closes; a standalone server, a Sentinel-managed primary and a Redis
@@ -60,6 +63,7 @@ var (
 	_ store.Claimer     = (*Store)(nil)
 	_ store.Notifier    = (*Store)(nil)
 	_ store.BatchWriter = (*Store)(nil)
+	_ store.Sessions    = (*Store)(nil)
 )
 
 // DefaultPrefix is the key prefix of a Store built without WithPrefix.
@@ -93,6 +97,10 @@ type Store struct {
 	load, write, del, claim                  *script
 	readLog, head, trim, claimLog, commitLog *script
 	raiseFloor                               *script
+
+	openSession, renewSession, endSession *script
+	sessionDeadlines, dueSessions, held   *script
+	forgetSessions, sessionLobbies        *script
 
 	// registered holds the consumer names this Store registered, so that
 	// ClaimLog registers a name once per process.
@@ -178,6 +186,15 @@ func New(c rueidis.Client, opts ...Option) (*Store, error) {
 		claimLog:   newScript(claimLogScript),
 		commitLog:  newScript(commitLogScript),
 		raiseFloor: newScript(raiseFloorScript),
+
+		openSession:      newScript(openSessionScript),
+		renewSession:     newScript(renewSessionScript),
+		endSession:       newScript(endSessionScript),
+		sessionDeadlines: newReadScript(sessionDeadlinesScript),
+		dueSessions:      newReadScript(dueSessionsScript),
+		held:             newReadScript(heldScript),
+		forgetSessions:   newScript(forgetSessionsScript),
+		sessionLobbies:   newReadScript(sessionLobbiesScript),
 	}
 	for k := range s.shards {
 		s.shards[k] = newShard(cfg.prefix, k)
@@ -294,6 +311,7 @@ func (s *Store) writeCall(w *store.Write) (keys, args []string) {
 		"", "", "",
 		strconv.Itoa(s.retention.Entries),
 		sh.tag,
+		encodeList(w.Sessions),
 	}
 	if w.Effects != nil {
 		args[6], args[7], args[8] = "1", string(w.Effects), deadlineKey(w.At)

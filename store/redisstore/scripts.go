@@ -69,6 +69,26 @@ local function dropCursors(names, tag, id)
     if s and not string.find(s, ' ', 1, true) then redis.call('HDEL', ck, id) end
   end
 end
+local function listOf(s)
+  local out, i = {}, 1
+  while i <= #s do
+    local j = string.find(s, ':', i, true)
+    local n = tonumber(string.sub(s, i, j - 1))
+    out[#out + 1] = string.sub(s, j + 1, j + n)
+    i = j + 1 + n
+  end
+  return out
+end
+local function unindex(tag, id, sess)
+  if redis.call('ZREM', tag .. 'sl:' .. sess, id) == 1 then
+    if redis.call('HINCRBY', tag .. 'sh', sess, -1) <= 0 then redis.call('HDEL', tag .. 'sh', sess) end
+  end
+end
+local function index(tag, id, sess)
+  if redis.call('ZADD', tag .. 'sl:' .. sess, 0, id) == 1 then
+    redis.call('HINCRBY', tag .. 'sh', sess, 1)
+  end
+end
 local function queueKey()
   local t = redis.call('TIME')
   return '0' .. string.format('%018d%06d', tonumber(t[1]), tonumber(t[2]))
@@ -100,7 +120,12 @@ return r
 //	ARGV: 1 expected, 2 new version, 3 data, 4 deadline key or "",
 //	      5 lobby ID, 6 notify channel, 7 "1" if there is an entry (else
 //	      ""), 8 entry, 9 entry time key, 10 entries kept per lobby
-//	      (0: no bound), 11 shard tag "{P:k}:"
+//	      (0: no bound), 11 shard tag "{P:k}:", 12 Write.Sessions in the
+//	      list encoding (see listOf; "" for none)
+//
+// The record keeps the list in its field s, and the script moves the
+// lobby between the sessions' index sets of its shard (sl:S, with the
+// shard's count of lobbies per session in sh) in the same step.
 //
 // A write over a tombstone drops the tombstone's fields (data, At, Keep)
 // and its member of the keep index.
@@ -119,7 +144,7 @@ return r
 // whose last ID is not below the position), and Redis does not undo a
 // script's earlier writes when a later command fails.
 const writeScript = luaLib + `
-local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f', 'k', 'g')
+local cur = redis.call('HMGET', KEYS[1], 'v', 't', 'c', 'f', 'k', 'g', 's')
 local v, fresh = cur[1], false
 if not v then
   v = redis.call('GET', KEYS[5]) or '0'
@@ -144,6 +169,21 @@ else
   if old then redis.call('HDEL', KEYS[1], 't') end
 end
 if cur[3] then redis.call('HDEL', KEYS[1], 'c') end
+-- The session index, in the lobby's own slot: drop the lobby from the
+-- sessions the previous write listed and this one does not, add it to
+-- this one's.
+local ss = ARGV[12] or ''
+if (cur[7] or '') ~= ss then
+  local keep = {}
+  for _, x in ipairs(listOf(ss)) do
+    keep[x] = true
+    index(ARGV[11], id, x)
+  end
+  for _, x in ipairs(listOf(cur[7] or '')) do
+    if not keep[x] then unindex(ARGV[11], id, x) end
+  end
+  if ss ~= '' then redis.call('HSET', KEYS[1], 's', ss) else redis.call('HDEL', KEYS[1], 's') end
+end
 -- An ID created at the shard floor may have had entries up to it under a
 -- tombstone that is gone: a reader from before must learn it missed them.
 if fresh and v ~= '0' then redis.call('HSET', KEYS[1], 'x', v) end
@@ -189,16 +229,18 @@ return 1
 //	      keep index
 //	ARGV: expected, floor, lobby ID, shard tag, At key, Keep key or ""
 //
-// On a fold it also drops the lobby's cursors that have nothing queued.
+// It removes the lobby from the session index sets its record lists. On
+// a fold it also drops the lobby's cursors that have nothing queued.
 // It returns 1 after deleting and leaving a tombstone, 2 after deleting
 // and folding the floor into the shard floor, -1 if there is no record, or
 // the stored version (a string) on a version mismatch.
 const deleteScript = luaLib + `
-local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x', 'g')
+local cur = redis.call('HMGET', KEYS[1], 'v', 'd', 't', 'x', 'g', 's')
 if not cur[2] then return -1 end
 local v = cur[1] or '0'
 if v ~= ARGV[1] then return v end
 if cur[3] then redis.call('ZREM', KEYS[2], cur[3] .. ARGV[3]) end
+for _, x in ipairs(listOf(cur[6] or '')) do unindex(ARGV[4], ARGV[3], x) end
 redis.call('DEL', KEYS[1])
 local keep = ARGV[6]
 if redis.call('XLEN', KEYS[3]) > 0 or keep ~= '' then
@@ -548,6 +590,102 @@ type script struct {
 	sha1     string
 	readonly bool // run with EVALSHA_RO: the script only reads
 }
+
+// The session scripts run in the home shard (shard 0), which holds every
+// session record ({P:0}:s:S, a hash: d the deadline key, e "1" once
+// EndSession ended it) and the deadline index {P:0}:sdue (score 0,
+// members deadline key + S). Session keys are built in the script from
+// the tag; they share the home shard's slot.
+
+// openSessionScript: KEYS: deadline index; ARGV: home tag, S, deadline
+// key. Returns 1, or 0 if S is known.
+const openSessionScript = `
+local k = ARGV[1] .. 's:' .. ARGV[2]
+if redis.call('EXISTS', k) == 1 then return 0 end
+redis.call('HSET', k, 'd', ARGV[3])
+redis.call('ZADD', KEYS[1], 0, ARGV[3] .. ARGV[2])
+return 1
+`
+
+// renewSessionScript: KEYS: deadline index; ARGV: home tag, S, now key,
+// deadline key. Returns 1 after renewing (the deadline becomes the later
+// of the two), 0 if the session is unknown, ended or due at now. The
+// deadline keys have one width, so ult compares them as instants.
+const renewSessionScript = luaLib + `
+local k = ARGV[1] .. 's:' .. ARGV[2]
+local cur = redis.call('HMGET', k, 'd', 'e')
+if not cur[1] or cur[2] or not ult(ARGV[3], cur[1]) then return 0 end
+if ult(cur[1], ARGV[4]) then
+  redis.call('ZREM', KEYS[1], cur[1] .. ARGV[2])
+  redis.call('ZADD', KEYS[1], 0, ARGV[4] .. ARGV[2])
+  redis.call('HSET', k, 'd', ARGV[4])
+end
+return 1
+`
+
+// endSessionScript: KEYS: deadline index; ARGV: home tag, S, at key.
+const endSessionScript = luaLib + `
+local k = ARGV[1] .. 's:' .. ARGV[2]
+local d = redis.call('HGET', k, 'd')
+if not d then return 0 end
+redis.call('HSET', k, 'e', '1')
+if ult(ARGV[3], d) then
+  redis.call('ZREM', KEYS[1], d .. ARGV[2])
+  redis.call('ZADD', KEYS[1], 0, ARGV[3] .. ARGV[2])
+  redis.call('HSET', k, 'd', ARGV[3])
+end
+return 1
+`
+
+// sessionDeadlinesScript: ARGV: home tag, then the IDs. Returns each
+// deadline key, or false for an unknown ID.
+const sessionDeadlinesScript = `
+local out = {}
+for i = 2, #ARGV do out[i - 1] = redis.call('HGET', ARGV[1] .. 's:' .. ARGV[i], 'd') end
+return out
+`
+
+// dueSessionsScript: KEYS: deadline index; ARGV: exclusive upper bound
+// ("(" + key, or "+"), offset, count. The members of due sessions in
+// (deadline, ID) order.
+const dueSessionsScript = `
+return redis.call('ZRANGE', KEYS[1], '-', ARGV[1], 'BYLEX', 'LIMIT', ARGV[2], ARGV[3])
+`
+
+// heldScript: KEYS: a shard's session counts; ARGV: session IDs. Returns
+// for each whether it holds a lobby of the shard.
+const heldScript = `
+local out = {}
+for i = 1, #ARGV do out[i] = redis.call('HEXISTS', KEYS[1], ARGV[i]) end
+return out
+`
+
+// forgetSessionsScript: KEYS: deadline index, the home shard's session
+// counts; ARGV: home tag, then deadline-index members. Forgets each
+// session whose member is still current (no renewal or end moved it since
+// it was found due) and that holds no lobby of the home shard, and
+// returns how many it forgot.
+const forgetSessionsScript = `
+local n = 0
+for i = 2, #ARGV do
+  local m = ARGV[i]
+  local id = string.sub(m, 25)
+  local k = ARGV[1] .. 's:' .. id
+  local d = redis.call('HGET', k, 'd')
+  if d and d .. id == m and redis.call('HEXISTS', KEYS[2], id) == 0 then
+    redis.call('DEL', k)
+    redis.call('ZREM', KEYS[1], m)
+    n = n + 1
+  end
+end
+return n
+`
+
+// sessionLobbiesScript: KEYS: a shard's index set of one session; ARGV:
+// lower bound ("-" or "(" + ID), count.
+const sessionLobbiesScript = `
+return redis.call('ZRANGE', KEYS[1], ARGV[1], '+', 'BYLEX', 'LIMIT', 0, ARGV[2])
+`
 
 func newScript(src string) *script {
 	sum := sha1.Sum([]byte(src))
