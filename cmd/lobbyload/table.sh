@@ -29,8 +29,8 @@
 #   DROPS     lobbyload -drops: comma-separated drop styles (handshake, fin,
 #             rst) [unset: handshake,rst; burst: all three]
 #   GRACE     the servers' grace, passed to lobbyload too [200ms]
-#   HEARTBEAT_TTL  wsserver -heartbeat-ttl [unset: the server's default, with
-#             pings and heartbeat deadlines; 0 turns them off, like minserver]
+#   HEARTBEAT_TTL  -heartbeat-ttl of wsserver and minserver [unset: their
+#             default, 15s, with pings and heartbeats; 0 turns them off]
 #   BASE      a git revision of this repository: also measure the example
 #             server built from it, as kinds base-memory, base-postgres and
 #             base-redis beside each wsserver kind [unset]
@@ -95,7 +95,7 @@ server_args() {
 		return
 	fi
 	case $1 in
-	minimal) echo "$out/minserver" ;;
+	minimal) echo "$out/minserver ${hb[*]}" ;;
 	memory) echo "$out/wsserver -log-level warn ${hb[*]} -store memory" ;;
 	postgres) echo "$out/wsserver -log-level warn ${hb[*]} -store postgres -postgres-dsn $LOBBYHOST_POSTGRES_DSN -postgres-schema $2" ;;
 	redis) echo "$out/wsserver -log-level warn ${hb[*]} -store redis -redis-addr $LOBBYHOST_REDIS_ADDR -redis-prefix $2" ;;

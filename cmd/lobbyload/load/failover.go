@@ -248,6 +248,9 @@ type foPlayer struct {
 
 	last       uint64
 	dups, ooo  int
+	endedAt    time.Time // when its read failed (the socket ended)
+	endErr     error
+	lost       bool              // ended before the tool's teardown, not being a closed host (set by tally)
 	hostAt     map[uint64]string // host by version received
 	final      fullState
 	fullClosed bool
@@ -262,6 +265,7 @@ func (p *foPlayer) read(players int) {
 	for {
 		_, data, err := p.conn.Read(context.Background())
 		if err != nil {
+			p.endedAt, p.endErr = time.Now(), err
 			return
 		}
 		now := time.Now()
@@ -410,6 +414,7 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 	if res != nil {
 		rep.Resources = res.finish()
 	}
+	teardown := time.Now()
 	for _, r := range rooms {
 		for _, p := range r.players {
 			if p.conn != nil {
@@ -418,7 +423,7 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 			}
 		}
 	}
-	tally(rep, cfg, rooms)
+	tally(rep, cfg, rooms, teardown)
 	rep.Errors, rep.ErrorCount = errs.list, errs.n
 	if res != nil && rep.Players > 0 {
 		rep.Resources.perPlayer(rep.Players)

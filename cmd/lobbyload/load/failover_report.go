@@ -63,6 +63,11 @@ type FailoverReport struct {
 	// or equal to, one it had already received.
 	OutOfOrder int `json:"outOfOrder"`
 	Duplicates int `json:"duplicates"`
+	// SocketsLost are sockets other than a closed host's that ended before
+	// the tool closed them (the server closed them, e.g. for a ping it saw
+	// unanswered under load). Their final state is not compared, so they
+	// cannot count as split-brain; one sample says why each ended.
+	SocketsLost int `json:"socketsLost"`
 
 	Resources *ServerResources `json:"serverResources,omitempty"`
 	Series    Series           `json:"series"`
@@ -123,11 +128,12 @@ type SplitSample struct {
 func (r *FailoverReport) OK() bool {
 	return r.ErrorCount == 0 && r.RoomsLeftOut == 0 && r.Handshake.NoFailover == 0 && r.TCPClose.NoFailover == 0 &&
 		r.TCPDrop.NoFailover == 0 &&
-		r.WrongSuccessors == 0 && r.SplitBrain == 0 && r.OutOfOrder == 0
+		r.WrongSuccessors == 0 && r.SplitBrain == 0 && r.OutOfOrder == 0 && r.SocketsLost == 0
 }
 
-// tally fills the report from the rooms once every reader has ended.
-func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom) {
+// tally fills the report from the rooms once every reader has ended; the
+// tool began closing every socket at teardown.
+func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom, teardown time.Time) {
 	var join, upgrade []time.Duration
 	type samples struct{ delay, noticed, expiry []time.Duration }
 	by := map[Drop]*samples{DropHandshake: {}, DropFIN: {}, DropRST: {}}
@@ -141,6 +147,11 @@ func tally(rep *FailoverReport, cfg FailoverConfig, rooms []*foRoom) {
 			rep.Duplicates += p.dups
 			if !p.joined {
 				continue
+			}
+			if p.user != r.oldHost && !p.endedAt.IsZero() && p.endedAt.Before(teardown) {
+				p.lost = true
+				rep.SocketsLost++
+				rep.sample("%s: socket of %s ended before the tool closed it: %v", r.id, p.user, p.endErr)
 			}
 			join, upgrade = append(join, p.joinLat), append(upgrade, p.upgradeLat)
 			done = append(done, p.joinedAt)
@@ -215,7 +226,7 @@ func (r *foRoom) splitBrain() string {
 			}
 			hostAt[v] = h
 		}
-		if !p.joined || p.user == r.oldHost {
+		if !p.joined || p.lost || p.user == r.oldHost {
 			continue
 		}
 		h := p.final.host()
@@ -253,8 +264,8 @@ func (r *FailoverReport) WriteText(w io.Writer) {
 		r.Scenario, r.Server, paren(r.Label), r.Rooms, r.PlayersPerRoom, r.Concurrency, r.CloseConcurrency, r.Drops, r.GraceMs)
 	fmt.Fprintf(w, "joins: %d players in %.2fs = %.0f players/s; rooms left out %d; errors %d\n",
 		r.Players, r.JoinSeconds, r.PlayersPerSecond, r.RoomsLeftOut, r.ErrorCount)
-	fmt.Fprintf(w, "wrong successors %d, split-brain %d, out of order %d, duplicates %d\n",
-		r.WrongSuccessors, r.SplitBrain, r.OutOfOrder, r.Duplicates)
+	fmt.Fprintf(w, "wrong successors %d, split-brain %d, out of order %d, duplicates %d, sockets lost %d\n",
+		r.WrongSuccessors, r.SplitBrain, r.OutOfOrder, r.Duplicates, r.SocketsLost)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency (ms)\tcount\tp50\tp99\tmax\tno failover\toverlapped\t")
 	row := func(name string, s LatencySummary, none, overlapped string) {

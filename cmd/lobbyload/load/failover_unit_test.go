@@ -55,6 +55,10 @@ func TestSplitBrainFinalStates(t *testing.T) {
 	if why := r.splitBrain(); why != "" {
 		t.Errorf("a socket that never joined compared: %q", why)
 	}
+	r.players[1].joined, r.players[1].lost = true, true
+	if why := r.splitBrain(); why != "" {
+		t.Errorf("a socket the server closed early compared: %q", why)
+	}
 }
 
 func TestPerIntervalAndCDF(t *testing.T) {
@@ -94,7 +98,7 @@ func TestFailoverSplitsAtHostOffline(t *testing.T) {
 		t.Fatalf("noticed at %v, new host %q; want t0+5ms, b", r.noticedAt.Sub(t0), r.newHost)
 	}
 	rep := &FailoverReport{}
-	tally(rep, FailoverConfig{Grace: grace}, []*foRoom{r})
+	tally(rep, FailoverConfig{Grace: grace}, []*foRoom{r}, time.Time{})
 	hs := rep.Handshake
 	if hs.FailedOver != 1 || hs.Delay.P50Ms != 7 || hs.Noticed.P50Ms != 4 || hs.Expiry.P50Ms != 3 {
 		t.Fatalf("handshake summary %+v; want delay 7 ms = noticed 4 ms + expiry 3 ms after the grace", hs)

@@ -75,7 +75,7 @@ func TestWriteTableMedians(t *testing.T) {
 		"| memory | 200 | 12500 µs | 10.0 MB | 1280.0 KB | 3.0 / 4.0 ms | 6.0 ms |",
 		"| http://127.0.0.1:1 | 16 | n/a | n/a | n/a |",
 		"memory: median of 3 run(s)",
-		"http://127.0.0.1:1: median of 1 run(s), 2 rooms × 4 players; in all runs: rooms without failover 0, wrong successors 2",
+		"http://127.0.0.1:1: median of 1 run(s), 2 rooms × 4 players; in all runs: rooms without failover 0, wrong successors 2, split-brain 0, out of order 0, rooms left out 0, sockets lost 0",
 		"| memory | close handshake | 3 | 3.0 / 4.0 ms | 2.0 / 3.0 ms | 1.0 / 1.0 ms | 3 |",
 		"| memory | TCP reset (RST) | 3 | 5.0 / 6.0 ms |",
 	} {

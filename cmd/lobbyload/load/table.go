@@ -45,14 +45,15 @@ func WriteTable(w io.Writer, reps []*FailoverReport) {
 	}
 	fmt.Fprintln(w)
 	for _, l := range labels {
-		var noFailover, wrong, split, ooo, leftOut int
+		var noFailover, wrong, split, ooo, leftOut, lost int
 		for _, r := range byLabel[l] {
-			noFailover += r.Handshake.NoFailover + r.TCPDrop.NoFailover
+			noFailover += r.Handshake.NoFailover + r.TCPClose.NoFailover + r.TCPDrop.NoFailover
+			lost += r.SocketsLost
 			wrong, split, ooo, leftOut = wrong+r.WrongSuccessors, split+r.SplitBrain, ooo+r.OutOfOrder, leftOut+r.RoomsLeftOut
 		}
 		r := byLabel[l][0]
-		fmt.Fprintf(w, "%s: median of %d run(s), %d rooms × %d players; in all runs: rooms without failover %d, wrong successors %d, split-brain %d, out of order %d, rooms left out %d\n",
-			l, len(byLabel[l]), r.Rooms, r.PlayersPerRoom, noFailover, wrong, split, ooo, leftOut)
+		fmt.Fprintf(w, "%s: median of %d run(s), %d rooms × %d players; in all runs: rooms without failover %d, wrong successors %d, split-brain %d, out of order %d, rooms left out %d, sockets lost %d\n",
+			l, len(byLabel[l]), r.Rooms, r.PlayersPerRoom, noFailover, wrong, split, ooo, leftOut, lost)
 	}
 	writeSplitTable(w, labels, byLabel)
 }

@@ -245,3 +245,34 @@ func TestTicketSingleUse(t *testing.T) {
 		t.Errorf("unknown ticket: HTTP %d, want 401", resp.StatusCode)
 	}
 }
+
+// A socket that does not answer the server's pings is closed (4004) and
+// its member turns reconnecting, while a socket that reads, and so answers
+// them, stays online.
+func TestUnansweredPingsCloseTheSocket(t *testing.T) {
+	ts := httptest.NewServer(newServer(time.Hour, 3*time.Second).routes()) // a ping a second
+	defer ts.Close()
+	deaf := dial(t, ts.URL, "r", "a") // never read: the library answers pings only while reading
+	defer deaf.CloseNow()
+	b, states := join(t, ts.URL, "r", "b")
+	defer b.CloseNow()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case s, open := <-states:
+			if !open {
+				t.Fatal("b's socket, which answers pings, was closed")
+			}
+			for _, m := range s.Members {
+				if m.UserID == "a" && m.Status == "reconnecting" {
+					if host(s) != "a" || s.Reason != "disconnected" {
+						t.Errorf("state %+v; want a still host (within the grace), reason disconnected", s)
+					}
+					return
+				}
+			}
+		case <-timeout:
+			t.Fatal("a, which never answered a ping, still online after 60 s")
+		}
+	}
+}
