@@ -211,6 +211,9 @@ func split(closed, noticed, failed time.Time, grace time.Duration) (delay, toNot
 	if noticed.IsZero() || noticed.After(failed) {
 		noticed = failed
 	}
+	if noticed.Before(closed) { // the host was shown offline before the tool closed it
+		noticed = closed
+	}
 	expiry = max(0, failed.Sub(noticed.Add(grace)))
 	return delay, delay - expiry, expiry
 }
