@@ -409,7 +409,7 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 
 	rep.CloseSeconds = closeHosts(ctx, cfg, rooms, errs)
 	awaitFailover(ctx, cfg, rooms)
-	settle(ctx, rooms)
+	rep.Unsettled = settle(ctx, rooms)
 	rep.FailoverPhase = phase.end()
 	if res != nil {
 		rep.Resources = res.finish()
@@ -643,7 +643,9 @@ const settleWait = 5 * time.Second
 
 // settle waits until the remaining sockets of every room have the newest
 // revision any of them has, so that their final states can be compared.
-func settle(ctx context.Context, rooms []*foRoom) {
+// It returns how many sockets were still behind at settleWait.
+func settle(ctx context.Context, rooms []*foRoom) int {
+	behind := 0
 	deadline := time.Now().Add(settleWait)
 	for _, r := range rooms {
 		r.mu.Lock()
@@ -656,8 +658,12 @@ func settle(ctx context.Context, rooms []*foRoom) {
 			for p.lastSeenBelow(v) && time.Now().Before(deadline) && ctx.Err() == nil {
 				time.Sleep(5 * time.Millisecond) // polling the reader
 			}
+			if p.lastSeenBelow(v) {
+				behind++
+			}
 		}
 	}
+	return behind
 }
 
 // lastSeenBelow reports whether p's newest revision is still below v

@@ -77,9 +77,9 @@ func runScenario(t *testing.T, base string, pid int, burst bool, perDrop map[str
 		}
 	}
 	checkSplit(t, rep)
-	if rep.WrongSuccessors != 0 || rep.SplitBrain != 0 || rep.OutOfOrder != 0 || rep.Duplicates != 0 || rep.SocketsLost != 0 {
-		t.Errorf("wrong successors %d, split-brain %d, out of order %d, duplicates %d, sockets lost %d; want none (%v)",
-			rep.WrongSuccessors, rep.SplitBrain, rep.OutOfOrder, rep.Duplicates, rep.SocketsLost, rep.Samples)
+	if rep.WrongSuccessors != 0 || rep.SplitBrain != 0 || rep.OutOfOrder != 0 || rep.Duplicates != 0 || rep.SocketsLost != 0 || rep.Unsettled != 0 {
+		t.Errorf("wrong successors %d, split-brain %d, out of order %d, duplicates %d, sockets lost %d, unsettled %d; want none (%v)",
+			rep.WrongSuccessors, rep.SplitBrain, rep.OutOfOrder, rep.Duplicates, rep.SocketsLost, rep.Unsettled, rep.Samples)
 	}
 	if rep.PlayersPerSecond <= 0 || rep.Join.Count != int64(players) || rep.Upgrade.Count != int64(players) || len(rep.Series.JoinMs) != players {
 		t.Errorf("players/s %v, join samples %d, upgrade samples %d, series %d; want positive, %d each",

@@ -57,7 +57,7 @@ just before the tool's close call.</p>
 <tr><td>of which, {{$d.Name}}: close to host shown offline; then to the new host, after the grace (p50 / p99; overlapped: {{.Overlapped}})</td><td>{{printf "%.1f / %.1f" .Noticed.P50Ms .Noticed.P99Ms}} ms; {{printf "%.1f / %.1f" .Expiry.P50Ms .Expiry.P99Ms}} ms</td></tr>
 {{end}}{{end}}{{end}}<tr><td>wrong successors / split-brain rooms</td><td>{{.R.WrongSuccessors}} / {{.R.SplitBrain}}</td></tr>
 <tr><td>out-of-order / duplicate revisions</td><td>{{.R.OutOfOrder}} / {{.R.Duplicates}}</td></tr>
-<tr><td>sockets lost (ended before the tool closed them)</td><td>{{.R.SocketsLost}}</td></tr>
+<tr><td>sockets lost (ended before the tool closed them) / unsettled (behind their room's newest revision 5 s after the failovers)</td><td>{{.R.SocketsLost}} / {{.R.Unsettled}}</td></tr>
 <tr><td>hosts closed in</td><td>{{printf "%.2f" .R.CloseSeconds}} s</td></tr>
 {{with .R.JoinPhase}}<tr><td>join phase: wall / CPU of lobbyload / CPU of the server</td><td>{{printf "%.2f / %.2f / %.2f" .WallSeconds .ToolCPUSeconds .ServerCPUSeconds}} s</td></tr>{{end}}
 {{with .R.FailoverPhase}}<tr><td>failover phase: wall / CPU of lobbyload / CPU of the server</td><td>{{printf "%.2f / %.2f / %.2f" .WallSeconds .ToolCPUSeconds .ServerCPUSeconds}} s</td></tr>{{end}}
