@@ -6,6 +6,7 @@
 //	    -rooms 1000 -rate 1000 -duration 20s -json report.json
 //	lobbyload -scenario failover -servers http://127.0.0.1:8080 -grace 200ms \
 //	    -pid 1234 -json failover.json -html failover.html
+//	lobbyload -scenario burst -servers http://127.0.0.1:8080 -grace 200ms -pid 1234
 //	lobbyload table failover-*.json
 package main
 
