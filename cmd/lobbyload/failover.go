@@ -18,7 +18,7 @@ import (
 type foFlags struct {
 	players, concurrency, closeConcurrency *int
 	grace, timeout                         *time.Duration
-	pids, label, html                      *string
+	pids, label, html, drops               *string
 }
 
 func failoverFlags(fs *flag.FlagSet) foFlags {
@@ -31,18 +31,24 @@ func failoverFlags(fs *flag.FlagSet) foFlags {
 		pids:             fs.String("pid", "", "failover: comma-separated PIDs of the server processes, for CPU and memory figures (Linux /proc)"),
 		label:            fs.String("label", "", "failover: the server's name in the report and the table"),
 		html:             fs.String("html", "", "failover: also write an HTML report with plots to this file"),
+		drops:            fs.String("drops", "", "failover: comma-separated drop styles the rooms take in turn: handshake, fin (TCP close, no close frame), rst (TCP reset) (default handshake,rst; burst: all three)"),
 	}
 }
 
-// run runs the failover scenario and writes its reports.
-func (f foFlags) run(ctx context.Context, server string, rooms int, prefix, jsonOut string, strict bool) error {
+// run runs the failover scenario (with burst, every host dropped at once)
+// and writes its reports.
+func (f foFlags) run(ctx context.Context, server string, rooms int, burst bool, prefix, jsonOut string, strict bool) error {
 	pids, err := parsePIDs(*f.pids)
 	if err != nil {
 		return err
 	}
+	drops, err := load.ParseDrops(*f.drops)
+	if err != nil {
+		return fmt.Errorf("-drops: %w", err)
+	}
 	rep, err := load.Failover(ctx, load.NewClient(), load.FailoverConfig{
 		Server: server, Rooms: rooms, Players: *f.players, Concurrency: *f.concurrency,
-		CloseConcurrency: *f.closeConcurrency, Grace: *f.grace, Timeout: *f.timeout,
+		CloseConcurrency: *f.closeConcurrency, Burst: burst, Drops: drops, Grace: *f.grace, Timeout: *f.timeout,
 		PIDs: pids, Prefix: prefix, Label: *f.label,
 		Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "lobbyload: "+f+"\n", a...) },
 	})

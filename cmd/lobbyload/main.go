@@ -6,6 +6,7 @@
 //	    -rooms 1000 -rate 1000 -duration 20s -json report.json
 //	lobbyload -scenario failover -servers http://127.0.0.1:8080 -grace 200ms \
 //	    -pid 1234 -json failover.json -html failover.html
+//	lobbyload -scenario burst -servers http://127.0.0.1:8080 -grace 200ms -pid 1234
 //	lobbyload table failover-*.json
 package main
 
@@ -35,7 +36,7 @@ func run(args []string) error {
 		return table(os.Stdout, args[1:])
 	}
 	fs := flag.NewFlagSet("lobbyload", flag.ContinueOnError)
-	scenario := fs.String("scenario", "fanout", "scenario to run: fanout or failover")
+	scenario := fs.String("scenario", "fanout", "scenario to run: fanout, failover or burst (failover with every host dropped at once)")
 	servers := fs.String("servers", "", "comma-separated base URLs (http://host:port) of server processes sharing one store")
 	rooms := fs.Int("rooms", 100, "rooms per server process (each room's home); failover: rooms in all (default 2000)")
 	rate := fs.Float64("rate", 100, "visible changes per second, all rooms together")
@@ -74,18 +75,18 @@ func run(args []string) error {
 	defer stop()
 	switch *scenario {
 	case "fanout":
-	case "failover":
+	case "failover", "burst":
 		if len(bases) != 1 {
-			return fmt.Errorf("failover needs one server in -servers, got %d", len(bases))
+			return fmt.Errorf("%s needs one server in -servers, got %d", *scenario, len(bases))
 		}
 		roomsSet := false
 		fs.Visit(func(f *flag.Flag) { roomsSet = roomsSet || f.Name == "rooms" })
 		if !roomsSet {
 			*rooms = 0 // the scenario's default
 		}
-		return fo.run(ctx, bases[0], *rooms, *prefix, *jsonOut, *strict)
+		return fo.run(ctx, bases[0], *rooms, *scenario == "burst", *prefix, *jsonOut, *strict)
 	default:
-		return fmt.Errorf("unknown scenario %q (have: fanout, failover)", *scenario)
+		return fmt.Errorf("unknown scenario %q (have: fanout, failover, burst)", *scenario)
 	}
 	rep, err := load.Fanout(ctx, load.NewClient(), load.FanoutConfig{
 		Servers: bases, RoomsPerServer: *rooms, Rate: *rate, Duration: *duration, HomeOnly: *homeOnly,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# table.sh — run `lobbyload -scenario failover` against each kind of server
+# table.sh — run `lobbyload -scenario failover` (or burst) against each kind of server
 # and print the markdown table of medians for the current tree.
 #
 #   cmd/lobbyload/table.sh
@@ -22,10 +22,15 @@
 #   ROOMS     rooms [2000]
 #   PLAYERS   players per room [4]
 #   CONCURRENCY  joins in flight [64]
-#   CLOSE_CONCURRENCY  host closes in flight [as many as CONCURRENCY]
+#   CLOSE_CONCURRENCY  host closes in flight [as many as CONCURRENCY; burst:
+#             ignored, every host at once]
+#   SCENARIO  failover, or burst: every host dropped at once after a barrier,
+#             the rooms taking the drop styles in turn [failover]
+#   DROPS     lobbyload -drops: comma-separated drop styles (handshake, fin,
+#             rst) [unset: handshake,rst; burst: all three]
 #   GRACE     the servers' grace, passed to lobbyload too [200ms]
-#   HEARTBEAT_TTL  wsserver -heartbeat-ttl [unset: the server's default, with
-#             pings and heartbeat deadlines; 0 turns them off, like minserver]
+#   HEARTBEAT_TTL  -heartbeat-ttl of wsserver and minserver [unset: their
+#             default, 15s, with pings and heartbeats; 0 turns them off]
 #   BASE      a git revision of this repository: also measure the example
 #             server built from it, as kinds base-memory, base-postgres and
 #             base-redis beside each wsserver kind [unset]
@@ -45,6 +50,9 @@ players=${PLAYERS:-4}
 concurrency=${CONCURRENCY:-64}
 close_concurrency=${CLOSE_CONCURRENCY:-$concurrency}
 grace=${GRACE:-200ms}
+scenario=${SCENARIO:-failover}
+drops=()
+[[ -n ${DROPS:-} ]] && drops=(-drops "$DROPS")
 hb=()
 [[ -n ${HEARTBEAT_TTL:-} ]] && hb=(-heartbeat-ttl "$HEARTBEAT_TTL")
 out=${OUT:-$(mktemp -d /tmp/lobbyload-table.XXXXXX)}
@@ -90,7 +98,7 @@ server_args() {
 		return
 	fi
 	case $1 in
-	minimal) echo "$out/minserver" ;;
+	minimal) echo "$out/minserver ${hb[*]}" ;;
 	memory) echo "$out/wsserver -log-level warn ${hb[*]} -store memory" ;;
 	postgres) echo "$out/wsserver -log-level warn ${hb[*]} -store postgres -postgres-dsn $LOBBYHOST_POSTGRES_DSN -postgres-schema $2" ;;
 	redis) echo "$out/wsserver -log-level warn ${hb[*]} -store redis -redis-addr $LOBBYHOST_REDIS_ADDR -redis-prefix $2" ;;
@@ -132,10 +140,10 @@ for run in $(seq 1 "$runs"); do
 		done
 		url=$(grep -o 'http://[^/ ]*' "$log.out" | head -1 || true)
 		[[ -n $url ]] || { echo "$kind server did not start:" >&2; cat "$log.err" >&2; exit 1; }
-		echo "=== $kind, run $run of $runs: $url (pid $pid), $rooms rooms × $players players, grace $grace" >&2
+		echo "=== $scenario, $kind, run $run of $runs: $url (pid $pid), $rooms rooms × $players players, grace $grace" >&2
 		html=()
 		[[ $run == "$runs" ]] && html=(-html "$out/$kind.html")
-		if "${pin_load[@]}" "$out/lobbyload" -scenario failover -servers "$url" -rooms "$rooms" -players "$players" \
+		if "${pin_load[@]}" "$out/lobbyload" -scenario "$scenario" "${drops[@]}" -servers "$url" -rooms "$rooms" -players "$players" \
 			-concurrency "$concurrency" -close-concurrency "$close_concurrency" -grace "$grace" -pid "$pid" -label "$kind" -json "$log.json" "${html[@]}" >&2; then
 			reports+=("$log.json")
 		else

@@ -18,6 +18,46 @@ import (
 	"github.com/coder/websocket"
 )
 
+// Drop is a way the tool ends a host's socket.
+type Drop string
+
+// The drop styles. Each is timed from the instant just before the tool's
+// close call, so a server that is slow to answer a close handshake is not
+// credited with the time its answer took.
+const (
+	// DropHandshake is a WebSocket close handshake (status 1000); the close
+	// call returns once the server's close frame arrived.
+	DropHandshake Drop = "handshake"
+	// DropFIN closes the TCP connection without a close frame: the kernel
+	// sends FIN, as when a client process ends.
+	DropFIN Drop = "fin"
+	// DropRST resets the TCP connection (linger 0) without a close frame:
+	// the kernel sends RST, as when a network path fails.
+	DropRST Drop = "rst"
+)
+
+// ErrUnknownDrop is returned for a drop style other than the three above.
+var ErrUnknownDrop = errors.New("unknown drop style (have: handshake, fin, rst)")
+
+// ParseDrops reads a comma-separated list of drop styles; it returns
+// ErrUnknownDrop (wrapped) for a word that is not one.
+func ParseDrops(s string) ([]Drop, error) {
+	var out []Drop
+	for _, f := range strings.Split(s, ",") {
+		d := Drop(strings.TrimSpace(f))
+		switch {
+		case d == "":
+		case d.valid():
+			out = append(out, d)
+		default:
+			return nil, fmt.Errorf("%q: %w", d, ErrUnknownDrop)
+		}
+	}
+	return out, nil
+}
+
+func (d Drop) valid() bool { return d == DropHandshake || d == DropFIN || d == DropRST }
+
 // FailoverConfig configures the failover scenario.
 type FailoverConfig struct {
 	// Server is the base URL (http://host:port) of the server.
@@ -31,6 +71,15 @@ type FailoverConfig struct {
 	// absorb the closes faster than it can commit them, and the delay of
 	// the last rooms grows with its backlog.
 	CloseConcurrency int
+	// Burst drops every host at once: as many closes in flight as rooms,
+	// all released together by one barrier once every closing goroutine is
+	// ready (CloseConcurrency is ignored). It models a network blip that
+	// drops many hosts at the same instant.
+	Burst bool
+	// Drops are the drop styles, taken by the rooms in turn (room i gets
+	// Drops[i % len(Drops)]). Default: handshake and rst, or all three with
+	// Burst.
+	Drops []Drop
 	// Grace is the server's grace: failover delays are measured from a
 	// host's close plus Grace. Required.
 	Grace time.Duration
@@ -62,6 +111,20 @@ func (cfg *FailoverConfig) defaults() error {
 	}
 	if cfg.CloseConcurrency <= 0 {
 		cfg.CloseConcurrency = cfg.Concurrency
+	}
+	if cfg.Burst {
+		cfg.CloseConcurrency = cfg.Rooms
+	}
+	for _, d := range cfg.Drops {
+		if !d.valid() {
+			return fmt.Errorf("%q: %w", d, ErrUnknownDrop)
+		}
+	}
+	if len(cfg.Drops) == 0 {
+		cfg.Drops = []Drop{DropHandshake, DropRST}
+		if cfg.Burst {
+			cfg.Drops = []Drop{DropHandshake, DropFIN, DropRST}
+		}
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = cfg.Grace + 10*time.Second
@@ -130,7 +193,7 @@ func successor(s fullState, gone string) string {
 // foRoom is one room of the scenario. mu guards everything below it.
 type foRoom struct {
 	id      string
-	tcpDrop bool // its host is dropped without a close frame
+	drop    Drop // how its host is dropped
 	players []*foPlayer
 
 	mu        sync.Mutex
@@ -185,22 +248,33 @@ type foPlayer struct {
 
 	last       uint64
 	dups, ooo  int
+	endedAt    time.Time // when its read failed (the socket ended)
+	endErr     error
+	lost       bool              // ended before the tool's teardown, not being a closed host (set by tally)
 	hostAt     map[uint64]string // host by version received
 	final      fullState
 	fullClosed bool
 }
 
-// read reads the socket until it ends, checking revision order.
+// read reads the socket until it ends, checking revision order. A welcome
+// that asks for heartbeats (heartbeatMs > 0) starts the socket's pinger,
+// so the server does the per-socket heartbeat work it does for any client.
 func (p *foPlayer) read(players int) {
 	defer close(p.done)
+	pinging := false
 	for {
 		_, data, err := p.conn.Read(context.Background())
 		if err != nil {
+			p.endedAt, p.endErr = time.Now(), err
 			return
 		}
 		now := time.Now()
 		s, ok := parseFullState(data)
 		if !ok {
+			if every := welcomeHeartbeat(data); every > 0 && !pinging {
+				pinging = true
+				go p.ping(every)
+			}
 			continue
 		}
 		switch {
@@ -218,6 +292,42 @@ func (p *foPlayer) read(players int) {
 			close(p.full)
 		}
 		p.room.observe(p, s, now)
+	}
+}
+
+// welcomeHeartbeat returns the heartbeat interval a welcome message asks
+// for, or 0 for any other message or one that asks for none.
+func welcomeHeartbeat(data []byte) time.Duration {
+	var w struct {
+		Type        string `json:"type"`
+		HeartbeatMs int64  `json:"heartbeatMs"`
+	}
+	if json.Unmarshal(data, &w) != nil || w.Type != "welcome" || w.HeartbeatMs <= 0 {
+		return 0
+	}
+	return time.Duration(w.HeartbeatMs) * time.Millisecond
+}
+
+// pingMsg is the app-level heartbeat; the server answers {"type":"pong"}.
+const pingMsg = `{"type":"ping"}`
+
+// ping sends pingMsg every interval until the socket's reader ends or a
+// write fails (the socket was closed).
+func (p *foPlayer) ping(every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), every)
+		err := p.conn.Write(ctx, websocket.MessageText, []byte(pingMsg))
+		cancel()
+		if err != nil {
+			return
+		}
 	}
 }
 
@@ -267,7 +377,11 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
-	rep := &FailoverReport{Scenario: "failover", Label: cfg.Label, Server: cfg.Server, Rooms: cfg.Rooms,
+	scenario := "failover"
+	if cfg.Burst {
+		scenario = "burst"
+	}
+	rep := &FailoverReport{Scenario: scenario, Drops: cfg.Drops, Label: cfg.Label, Server: cfg.Server, Rooms: cfg.Rooms,
 		PlayersPerRoom: cfg.Players, Concurrency: cfg.Concurrency, CloseConcurrency: cfg.CloseConcurrency,
 		GraceMs: ms(cfg.Grace), TimeoutMs: ms(cfg.Timeout)}
 	rooms := makeRooms(cfg)
@@ -295,11 +409,12 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 
 	rep.CloseSeconds = closeHosts(ctx, cfg, rooms, errs)
 	awaitFailover(ctx, cfg, rooms)
-	settle(ctx, rooms)
+	rep.Unsettled = settle(ctx, rooms)
 	rep.FailoverPhase = phase.end()
 	if res != nil {
 		rep.Resources = res.finish()
 	}
+	teardown := time.Now()
 	for _, r := range rooms {
 		for _, p := range r.players {
 			if p.conn != nil {
@@ -308,7 +423,7 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 			}
 		}
 	}
-	tally(rep, cfg, rooms)
+	tally(rep, cfg, rooms, teardown)
 	rep.Errors, rep.ErrorCount = errs.list, errs.n
 	if res != nil && rep.Players > 0 {
 		rep.Resources.perPlayer(rep.Players)
@@ -316,12 +431,11 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 	return rep, nil
 }
 
-// makeRooms lays out the rooms: alternate ones have their host dropped by
-// TCP.
+// makeRooms lays out the rooms: they take the drop styles in turn.
 func makeRooms(cfg FailoverConfig) []*foRoom {
 	rooms := make([]*foRoom, cfg.Rooms)
 	for i := range rooms {
-		r := &foRoom{id: cfg.Prefix + strconv.Itoa(i), tcpDrop: i%2 == 1, failedOver: make(chan struct{}),
+		r := &foRoom{id: cfg.Prefix + strconv.Itoa(i), drop: cfg.Drops[i%len(cfg.Drops)], failedOver: make(chan struct{}),
 			seen: map[*foPlayer]uint64{}}
 		for j := range cfg.Players {
 			r.players = append(r.players, &foPlayer{room: r, user: fmt.Sprintf("p%d.%d", i, j),
@@ -414,26 +528,44 @@ func (r *foRoom) isBroken() bool {
 	return r.broken
 }
 
-// closeHosts closes the host of every intact room, as fast as
-// cfg.CloseConcurrency allows: a close handshake or a TCP drop. It returns
-// the seconds from the first close to the last close's return.
+// closeHosts closes the host of every intact room, cfg.CloseConcurrency
+// at a time: every closing goroutine is started first and all are released
+// together by one barrier, so with as many as rooms every close is issued at
+// once. It returns the seconds from the barrier to the last close's return.
 func closeHosts(ctx context.Context, cfg FailoverConfig, rooms []*foRoom, errs *errorSample) float64 {
-	start := time.Now()
-	sem := make(chan struct{}, cfg.CloseConcurrency)
-	var wg sync.WaitGroup
+	type job struct {
+		r *foRoom
+		p *foPlayer
+	}
+	var jobs []job
 	for _, r := range rooms {
-		p := r.markClosing()
-		if p == nil {
-			continue
+		if p := r.markClosing(); p != nil {
+			jobs = append(jobs, job{r, p})
 		}
-		sem <- struct{}{}
+	}
+	queue := make(chan job, len(jobs))
+	for _, j := range jobs {
+		queue <- j
+	}
+	close(queue)
+	barrier := make(chan struct{})
+	var ready, wg sync.WaitGroup
+	workers := min(cfg.CloseConcurrency, len(jobs))
+	ready.Add(workers)
+	for range workers {
 		wg.Go(func() {
-			defer func() { <-sem }()
-			if err := closeHost(ctx, r, p); err != nil {
-				errs.add(err)
+			ready.Done()
+			<-barrier
+			for j := range queue {
+				if err := closeHost(ctx, j.r, j.p); err != nil {
+					errs.add(err)
+				}
 			}
 		})
 	}
+	ready.Wait()
+	start := time.Now()
+	close(barrier)
 	wg.Wait()
 	return time.Since(start).Seconds()
 }
@@ -459,16 +591,20 @@ func (r *foRoom) markClosing() *foPlayer {
 	return nil
 }
 
-// closeHost stamps the room's close time and closes p's socket, with a
-// close handshake or by a TCP drop (linger 0: the kernel sends RST, no close
-// frame).
+// closeHost stamps the room's close time, then closes p's socket the
+// room's way: a close handshake, or a TCP close (FIN) or reset (RST)
+// without a close frame. The stamp comes before the close call, so every
+// delay counts from the client's close, never from the server's answer.
 func closeHost(ctx context.Context, r *foRoom, p *foPlayer) error {
 	r.mu.Lock()
 	r.closedAt = time.Now()
 	r.mu.Unlock()
-	if r.tcpDrop {
-		if err := p.raw.SetLinger(0); err != nil {
-			return err
+	switch r.drop {
+	case DropRST, DropFIN:
+		if r.drop == DropRST {
+			if err := p.raw.SetLinger(0); err != nil {
+				return err
+			}
 		}
 		err := p.raw.Close()
 		p.conn.CloseNow()
@@ -507,7 +643,9 @@ const settleWait = 5 * time.Second
 
 // settle waits until the remaining sockets of every room have the newest
 // revision any of them has, so that their final states can be compared.
-func settle(ctx context.Context, rooms []*foRoom) {
+// It returns how many sockets were still behind at settleWait.
+func settle(ctx context.Context, rooms []*foRoom) int {
+	behind := 0
 	deadline := time.Now().Add(settleWait)
 	for _, r := range rooms {
 		r.mu.Lock()
@@ -520,8 +658,12 @@ func settle(ctx context.Context, rooms []*foRoom) {
 			for p.lastSeenBelow(v) && time.Now().Before(deadline) && ctx.Err() == nil {
 				time.Sleep(5 * time.Millisecond) // polling the reader
 			}
+			if p.lastSeenBelow(v) {
+				behind++
+			}
 		}
 	}
+	return behind
 }
 
 // lastSeenBelow reports whether p's newest revision is still below v

@@ -55,6 +55,10 @@ func TestSplitBrainFinalStates(t *testing.T) {
 	if why := r.splitBrain(); why != "" {
 		t.Errorf("a socket that never joined compared: %q", why)
 	}
+	r.players[1].joined, r.players[1].lost = true, true
+	if why := r.splitBrain(); why != "" {
+		t.Errorf("a socket the server closed early compared: %q", why)
+	}
 }
 
 func TestPerIntervalAndCDF(t *testing.T) {
@@ -81,7 +85,7 @@ func TestFailoverSplitsAtHostOffline(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	grace := 200 * time.Millisecond
 	a, b := &foPlayer{user: "a", hostAt: map[uint64]string{}}, &foPlayer{user: "b", hostAt: map[uint64]string{}}
-	r := &foRoom{id: "r", players: []*foPlayer{a, b}, seen: map[*foPlayer]uint64{}, failedOver: make(chan struct{}), successor: "b"}
+	r := &foRoom{id: "r", drop: DropHandshake, players: []*foPlayer{a, b}, seen: map[*foPlayer]uint64{}, failedOver: make(chan struct{}), successor: "b"}
 	members := func(aStatus string) []memberState {
 		return []memberState{{UserID: "a", JoinSeq: 1, Status: aStatus}, {UserID: "b", JoinSeq: 2, Status: "online"}}
 	}
@@ -94,9 +98,33 @@ func TestFailoverSplitsAtHostOffline(t *testing.T) {
 		t.Fatalf("noticed at %v, new host %q; want t0+5ms, b", r.noticedAt.Sub(t0), r.newHost)
 	}
 	rep := &FailoverReport{}
-	tally(rep, FailoverConfig{Grace: grace}, []*foRoom{r})
+	tally(rep, FailoverConfig{Grace: grace}, []*foRoom{r}, time.Time{})
 	hs := rep.Handshake
 	if hs.FailedOver != 1 || hs.Delay.P50Ms != 7 || hs.Noticed.P50Ms != 4 || hs.Expiry.P50Ms != 3 {
 		t.Fatalf("handshake summary %+v; want delay 7 ms = noticed 4 ms + expiry 3 ms after the grace", hs)
+	}
+}
+
+// When the disconnect's delivery lags so that the new host arrives less
+// than the grace after it, the split gives the whole delay to the first
+// part and counts the room as overlapped, rather than a negative second
+// part; the parts always add up to the delay.
+func TestSplitOverlapped(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	grace := 200 * time.Millisecond
+	for _, tc := range []struct {
+		name                   string
+		noticed                time.Time
+		delay, toNotice, after time.Duration
+	}{
+		{"in order", t0.Add(10 * time.Millisecond), 15 * time.Millisecond, 10 * time.Millisecond, 5 * time.Millisecond},
+		{"overlapped", t0.Add(40 * time.Millisecond), 15 * time.Millisecond, 15 * time.Millisecond, 0},
+		{"no offline state first", time.Time{}, 15 * time.Millisecond, 15 * time.Millisecond, 0},
+	} {
+		failed := t0.Add(grace + 15*time.Millisecond)
+		d, n, e := split(t0, tc.noticed, failed, grace)
+		if d != tc.delay || n != tc.toNotice || e != tc.after || n+e != d {
+			t.Errorf("%s: split = %v, %v, %v; want %v, %v, %v", tc.name, d, n, e, tc.delay, tc.toNotice, tc.after)
+		}
 	}
 }

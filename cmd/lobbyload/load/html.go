@@ -15,17 +15,26 @@ import (
 func (r *FailoverReport) WriteHTML(w io.Writer) error {
 	var buf strings.Builder
 	WriteTable(&buf, []*FailoverReport{r})
+	type drop struct {
+		Name string
+		Sum  *FailoverSummary
+	}
+	var drops []drop
+	for _, d := range r.byDrop() {
+		drops = append(drops, drop{d.name, d.sum})
+	}
 	data := struct {
 		R       *FailoverReport
 		Table   string
+		Drops   []drop
 		Figures []template.HTML
-	}{R: r, Table: buf.String(), Figures: r.figures()}
+	}{R: r, Table: buf.String(), Drops: drops, Figures: r.figures()}
 	return htmlPage.Execute(w, data)
 }
 
 var htmlPage = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>lobbyload failover: {{with .R.Label}}{{.}}{{else}}{{.R.Server}}{{end}}</title>
+<title>lobbyload {{.R.Scenario}}: {{with .R.Label}}{{.}}{{else}}{{.R.Server}}{{end}}</title>
 <style>
 body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; max-width: 60em; }
 table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: 2px 8px; text-align: right; }
@@ -33,21 +42,22 @@ td:first-child, th:first-child { text-align: left; }
 pre { background: #f6f6f6; padding: 1em; overflow-x: auto; }
 figure { margin: 1.5em 0; }
 </style></head><body>
-<h1>lobbyload failover: {{with .R.Label}}{{.}}{{else}}{{.R.Server}}{{end}}</h1>
+<h1>lobbyload {{.R.Scenario}}: {{with .R.Label}}{{.}}{{else}}{{.R.Server}}{{end}}</h1>
 <p>Server {{.R.Server}}; {{.R.Rooms}} rooms × {{.R.PlayersPerRoom}} players, {{.R.Concurrency}} joins in flight,
 {{.R.CloseConcurrency}} host closes in flight, grace {{.R.GraceMs}} ms, failover timeout {{.R.TimeoutMs}} ms.
-Alternate rooms close their host with a WebSocket close handshake or drop its TCP connection (RST, no close frame).</p>
+Scenario {{.R.Scenario}}: the rooms take the drop styles {{.R.Drops}} in turn (handshake: a WebSocket close handshake;
+fin: a TCP close without a close frame; rst: a TCP reset without a close frame). Every delay counts from the instant
+just before the tool's close call.</p>
 <table>
 <tr><th>figure</th><th>value</th></tr>
 <tr><td>players joined</td><td>{{.R.Players}} in {{printf "%.2f" .R.JoinSeconds}} s = {{printf "%.0f" .R.PlayersPerSecond}} players/s</td></tr>
 <tr><td>join latency p50 / p99 / max (ticket + upgrade)</td><td>{{printf "%.1f / %.1f / %.1f" .R.Join.P50Ms .R.Join.P99Ms .R.Join.MaxMs}} ms</td></tr>
 <tr><td>upgrade latency p50 / p99 / max</td><td>{{printf "%.1f / %.1f / %.1f" .R.Upgrade.P50Ms .R.Upgrade.P99Ms .R.Upgrade.MaxMs}} ms</td></tr>
-{{with .R.Handshake}}<tr><td>failover after the grace, close handshake: p50 / p99 / max ({{.FailedOver}} of {{.Rooms}} rooms; none: {{.NoFailover}})</td><td>{{printf "%.1f / %.1f / %.1f" .Delay.P50Ms .Delay.P99Ms .Delay.MaxMs}} ms</td></tr>{{end}}
-{{with .R.TCPDrop}}<tr><td>failover after the grace, TCP drop: p50 / p99 / max ({{.FailedOver}} of {{.Rooms}} rooms; none: {{.NoFailover}})</td><td>{{printf "%.1f / %.1f / %.1f" .Delay.P50Ms .Delay.P99Ms .Delay.MaxMs}} ms</td></tr>{{end}}
-{{with .R.Handshake}}<tr><td>of which, close handshake: close to host shown offline; then to the new host, after the grace (p50 / p99)</td><td>{{printf "%.1f / %.1f" .Noticed.P50Ms .Noticed.P99Ms}} ms; {{printf "%.1f / %.1f" .Expiry.P50Ms .Expiry.P99Ms}} ms</td></tr>{{end}}
-{{with .R.TCPDrop}}<tr><td>of which, TCP drop: close to host shown offline; then to the new host, after the grace (p50 / p99)</td><td>{{printf "%.1f / %.1f" .Noticed.P50Ms .Noticed.P99Ms}} ms; {{printf "%.1f / %.1f" .Expiry.P50Ms .Expiry.P99Ms}} ms</td></tr>{{end}}
-<tr><td>wrong successors / split-brain rooms</td><td>{{.R.WrongSuccessors}} / {{.R.SplitBrain}}</td></tr>
+{{range $d := .Drops}}{{if $d.Sum.Rooms}}{{with $d.Sum}}<tr><td>failover after the grace, {{$d.Name}}: p50 / p99 / max ({{.FailedOver}} of {{.Rooms}} rooms; none: {{.NoFailover}})</td><td>{{printf "%.1f / %.1f / %.1f" .Delay.P50Ms .Delay.P99Ms .Delay.MaxMs}} ms</td></tr>
+<tr><td>of which, {{$d.Name}}: close to host shown offline; then to the new host, after the grace (p50 / p99; overlapped: {{.Overlapped}})</td><td>{{printf "%.1f / %.1f" .Noticed.P50Ms .Noticed.P99Ms}} ms; {{printf "%.1f / %.1f" .Expiry.P50Ms .Expiry.P99Ms}} ms</td></tr>
+{{end}}{{end}}{{end}}<tr><td>wrong successors / split-brain rooms</td><td>{{.R.WrongSuccessors}} / {{.R.SplitBrain}}</td></tr>
 <tr><td>out-of-order / duplicate revisions</td><td>{{.R.OutOfOrder}} / {{.R.Duplicates}}</td></tr>
+<tr><td>sockets lost (ended before the tool closed them) / unsettled (behind their room's newest revision 5 s after the failovers)</td><td>{{.R.SocketsLost}} / {{.R.Unsettled}}</td></tr>
 <tr><td>hosts closed in</td><td>{{printf "%.2f" .R.CloseSeconds}} s</td></tr>
 {{with .R.JoinPhase}}<tr><td>join phase: wall / CPU of lobbyload / CPU of the server</td><td>{{printf "%.2f / %.2f / %.2f" .WallSeconds .ToolCPUSeconds .ServerCPUSeconds}} s</td></tr>{{end}}
 {{with .R.FailoverPhase}}<tr><td>failover phase: wall / CPU of lobbyload / CPU of the server</td><td>{{printf "%.2f / %.2f / %.2f" .WallSeconds .ToolCPUSeconds .ServerCPUSeconds}} s</td></tr>{{end}}
@@ -74,7 +84,8 @@ func (r *FailoverReport) figures() []template.HTML {
 		}),
 		plot("Failover delay after the grace (CDF)", "ms after close + grace", "fraction of rooms", []line{
 			{"close handshake", "#2ca02c", cdf(s.FailoverHandshakeMs), false},
-			{"TCP drop", "#d62728", cdf(s.FailoverTCPDropMs), false},
+			{"TCP close (FIN)", "#ff7f0e", cdf(s.FailoverTCPCloseMs), false},
+			{"TCP reset (RST)", "#d62728", cdf(s.FailoverTCPDropMs), false},
 		}),
 		plot("Joins completed per 100 ms", "s since the first join", "joins", []line{
 			{"joins", "#1f77b4", bars(s.JoinsPer100ms, 0.1), true},

@@ -10,10 +10,11 @@ func sampleReport() *FailoverReport {
 	return &FailoverReport{
 		Scenario: "failover", Label: `min<b>"&`, Server: "http://127.0.0.1:1", Rooms: 2, PlayersPerRoom: 4,
 		Players: 8, JoinSeconds: 0.5, PlayersPerSecond: 16,
-		Handshake: FailoverSummary{Rooms: 1, FailedOver: 1, Delay: LatencySummary{Count: 1, P50Ms: 3, P99Ms: 4, MaxMs: 4}},
-		TCPDrop:   FailoverSummary{Rooms: 1, FailedOver: 1, Delay: LatencySummary{Count: 1, P50Ms: 5, P99Ms: 6, MaxMs: 6}},
-		Errors:    []string{`join <script>alert(1)</script> in room-<i>`},
-		Samples:   []string{`room-<x>: new host "<u>", want p0`},
+		Handshake: FailoverSummary{Rooms: 1, FailedOver: 1, Delay: LatencySummary{Count: 1, P50Ms: 3, P99Ms: 4, MaxMs: 4},
+			Noticed: LatencySummary{Count: 1, P50Ms: 2, P99Ms: 3, MaxMs: 3}, Expiry: LatencySummary{Count: 1, P50Ms: 1, P99Ms: 1, MaxMs: 1}, Overlapped: 1},
+		TCPDrop: FailoverSummary{Rooms: 1, FailedOver: 1, Delay: LatencySummary{Count: 1, P50Ms: 5, P99Ms: 6, MaxMs: 6}},
+		Errors:  []string{`join <script>alert(1)</script> in room-<i>`},
+		Samples: []string{`room-<x>: new host "<u>", want p0`},
 		Resources: &ServerResources{PIDs: []int{7}, CPUSeconds: 0.1, CPUPerPlayerUs: 12500, PeakRSSMB: 10, Sockets: 8,
 			PeakRSSPerSocketKB: 1280, RSS: []RSSSample{{0, 9}, {0.1, 10}}},
 		Series: Series{JoinMs: []float64{1, 2, 3, 4, 5, 6, 7, 8}, UpgradeMs: []float64{1, 1, 2, 2, 3, 3, 4, 4},
@@ -74,11 +75,16 @@ func TestWriteTableMedians(t *testing.T) {
 		"| memory | 200 | 12500 µs | 10.0 MB | 1280.0 KB | 3.0 / 4.0 ms | 6.0 ms |",
 		"| http://127.0.0.1:1 | 16 | n/a | n/a | n/a |",
 		"memory: median of 3 run(s)",
-		"http://127.0.0.1:1: median of 1 run(s), 2 rooms × 4 players; in all runs: rooms without failover 0, wrong successors 2",
+		"http://127.0.0.1:1: median of 1 run(s), 2 rooms × 4 players; in all runs: rooms without failover 0, wrong successors 2, split-brain 0, out of order 0, rooms left out 0, sockets lost 0",
+		"| memory | close handshake | 3 | 3.0 / 4.0 ms | 2.0 / 3.0 ms | 1.0 / 1.0 ms | 3 |",
+		"| memory | TCP reset (RST) | 3 | 5.0 / 6.0 ms |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
+	}
+	if strings.Contains(out, "TCP close (FIN)") {
+		t.Errorf("split table has a row for a drop style no run used:\n%s", out)
 	}
 	if got := median([]*FailoverReport{{PlayersPerSecond: 1}, {PlayersPerSecond: 4}}, func(r *FailoverReport) float64 { return r.PlayersPerSecond }); got != 2.5 {
 		t.Errorf("median of 1 and 4 = %v, want 2.5", got)

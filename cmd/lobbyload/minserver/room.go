@@ -27,6 +27,16 @@ type member struct {
 	joinSeq uint64
 	sockets int         // open sockets; 0 means reconnecting
 	expiry  *time.Timer // set while reconnecting
+	// lastBeat is the member's newest sign of life (a pong or an app
+	// heartbeat). Nothing reads it: it stands for the heartbeat the
+	// example server records in its lobby, so that each costs the same
+	// room lock here.
+	lastBeat time.Time
+}
+
+// heartbeat notes a sign of life from one of m's sockets.
+func (rm *room) heartbeat(m *member) {
+	m.lastBeat = time.Now()
 }
 
 // join adds user (or brings it back online) and broadcasts the change.

@@ -25,6 +25,9 @@ type ticket struct {
 // server.mu guards only the two maps.
 type server struct {
 	grace time.Duration
+	// pingEvery is how often a socket is pinged (0: never); heartbeatEvery
+	// the interval the welcome asks clients to send heartbeats at.
+	pingEvery, heartbeatEvery time.Duration
 	// afterAccept, if set, runs once a socket's upgrade completed, before
 	// the socket is served (tests place other events there).
 	afterAccept func(user string)
@@ -34,8 +37,17 @@ type server struct {
 	rooms   map[string]*room
 }
 
-func newServer(grace time.Duration) *server {
-	return &server{grace: grace, tickets: map[string]ticket{}, rooms: map[string]*room{}}
+// newServer makes a server with the given grace and heartbeat TTL. Like
+// examples/wsserver, it pings every socket every third of the TTL and asks
+// clients for app heartbeats a little more often than that; a TTL of 0
+// turns both off.
+func newServer(grace, heartbeatTTL time.Duration) *server {
+	s := &server{grace: grace, tickets: map[string]ticket{}, rooms: map[string]*room{}}
+	if heartbeatTTL > 0 {
+		s.pingEvery = heartbeatTTL / 3
+		s.heartbeatEvery = s.pingEvery * 9 / 10
+	}
+	return s
 }
 
 func (s *server) routes() http.Handler {
@@ -109,6 +121,7 @@ func (s *server) socket(w http.ResponseWriter, r *http.Request) {
 	m := rm.join(tk.user)
 	rm.socks[sk] = true
 	sk.send(rm.state("snapshot", ""))
+	sk.send(s.welcome(tk))
 	rm.mu.Unlock()
 	conn, err := websocket.Accept(w, r, nil)
 	if err == nil && s.afterAccept != nil {
@@ -131,10 +144,24 @@ func (s *server) socket(w http.ResponseWriter, r *http.Request) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	go sk.write(ctx)
-	for { // reading answers pings and sees the close
-		if _, _, err := conn.Read(ctx); err != nil {
+	if s.pingEvery > 0 {
+		go s.ping(ctx, rm, m, conn)
+	}
+	for { // reading answers the client's pings, takes its heartbeats and sees the close
+		_, data, err := conn.Read(ctx)
+		if err != nil {
 			break
 		}
+		var msg struct{ Type string }
+		if json.Unmarshal(data, &msg) != nil || (msg.Type != "ping" && msg.Type != "heartbeat") {
+			continue // the rest of the protocol is not modelled
+		}
+		rm.mu.Lock()
+		rm.heartbeat(m)
+		if msg.Type == "ping" {
+			sk.send([]byte(`{"type":"pong"}`))
+		}
+		rm.mu.Unlock()
 	}
 	cancel()
 	conn.CloseNow()
@@ -142,6 +169,51 @@ func (s *server) socket(w http.ResponseWriter, r *http.Request) {
 	delete(rm.socks, sk)
 	rm.socketClosed(m)
 	rm.mu.Unlock()
+}
+
+// welcomeJSON is the wire form of the welcome message.
+type welcomeJSON struct {
+	Type        string `json:"type"`
+	RoomID      string `json:"roomId"`
+	UserID      string `json:"userId"`
+	HeartbeatMs int64  `json:"heartbeatMs"`
+	GraceMs     int64  `json:"graceMs"`
+}
+
+// welcome is the message a socket gets after its first state: how often to
+// send heartbeats (0: never) and the grace.
+func (s *server) welcome(tk ticket) []byte {
+	b, _ := json.Marshal(welcomeJSON{Type: "welcome", RoomID: tk.room, UserID: tk.user,
+		HeartbeatMs: s.heartbeatEvery.Milliseconds(), GraceMs: s.grace.Milliseconds()}) // cannot fail
+	return b
+}
+
+// ping pings conn every s.pingEvery until ctx ends. A pong is a heartbeat
+// of m (taken under the room's mutex, as the example server hands each to
+// its lobby); a ping unanswered within the interval closes the socket with
+// 4004, which the read loop then sees as a close.
+func (s *server) ping(ctx context.Context, rm *room, m *member, conn *websocket.Conn) {
+	t := time.NewTicker(s.pingEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, s.pingEvery)
+		err := conn.Ping(pctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				conn.Close(4004, "ping timeout")
+			}
+			return
+		}
+		rm.mu.Lock()
+		rm.heartbeat(m)
+		rm.mu.Unlock()
+	}
 }
 
 // sendQueue is how many states may wait for a slow socket before it is cut.

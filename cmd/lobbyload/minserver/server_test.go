@@ -29,6 +29,27 @@ type testState struct {
 // state the socket receives.
 func join(t *testing.T, base, room, user string) (*websocket.Conn, <-chan testState) {
 	t.Helper()
+	conn := dial(t, base, room, user)
+	ch := make(chan testState, 64)
+	go func() {
+		defer close(ch)
+		for {
+			_, data, err := conn.Read(context.Background())
+			if err != nil {
+				return
+			}
+			var s testState
+			if json.Unmarshal(data, &s) == nil && s.Type == "lobby.state" {
+				ch <- s
+			}
+		}
+	}()
+	return conn, ch
+}
+
+// dial gets a ticket and opens a socket.
+func dial(t *testing.T, base, room, user string) *websocket.Conn {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, base+"/rooms/"+room+"/socket-ticket", nil)
 	req.Header.Set("x-authenticated-user", user)
 	resp, err := http.DefaultClient.Do(req)
@@ -45,21 +66,52 @@ func join(t *testing.T, base, room, user string) (*websocket.Conn, <-chan testSt
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch := make(chan testState, 64)
-	go func() {
-		defer close(ch)
-		for {
-			_, data, err := conn.Read(context.Background())
+	return conn
+}
+
+// A socket gets, after its first state, a welcome asking for heartbeats at
+// 9/10 of the ping interval (a third of the TTL); an app ping is answered
+// with a pong; with a TTL of 0 no heartbeats are asked for.
+func TestWelcomeAndPong(t *testing.T) {
+	for _, tc := range []struct {
+		ttl    time.Duration
+		wantMs int64
+	}{{15 * time.Second, 4500}, {0, 0}} {
+		ts := httptest.NewServer(newServer(time.Hour, tc.ttl).routes())
+		conn := dial(t, ts.URL, "r", "a")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		var types []string
+		var welcome struct {
+			Type        string
+			HeartbeatMs int64
+			GraceMs     int64
+		}
+		for len(types) < 2 {
+			_, data, err := conn.Read(ctx)
 			if err != nil {
-				return
+				t.Fatal(err)
 			}
-			var s testState
-			if json.Unmarshal(data, &s) == nil && s.Type == "lobby.state" {
-				ch <- s
+			var m struct{ Type string }
+			json.Unmarshal(data, &m)
+			types = append(types, m.Type)
+			if m.Type == "welcome" {
+				json.Unmarshal(data, &welcome)
 			}
 		}
-	}()
-	return conn, ch
+		if types[0] != "lobby.state" || types[1] != "welcome" || welcome.HeartbeatMs != tc.wantMs || welcome.GraceMs != 3600_000 {
+			t.Errorf("TTL %v: messages %v, welcome %+v; want lobby.state then welcome with heartbeatMs %d, graceMs 3600000", tc.ttl, types, welcome, tc.wantMs)
+		}
+		if err := conn.Write(ctx, websocket.MessageText, []byte(`{"type":"ping"}`)); err != nil {
+			t.Fatal(err)
+		}
+		_, data, err := conn.Read(ctx)
+		if err != nil || string(data) != `{"type":"pong"}` {
+			t.Errorf("TTL %v: answer to a ping %q (%v), want a pong", tc.ttl, data, err)
+		}
+		cancel()
+		conn.CloseNow()
+		ts.Close()
+	}
 }
 
 // await returns the first state from ch that ok accepts, failing after 10 s.
@@ -92,7 +144,7 @@ func host(s testState) string {
 // (reconnecting), then the online member with the lowest joinSeq takes over,
 // and revisions only go up.
 func TestFailoverToLowestJoinSeq(t *testing.T) {
-	ts := httptest.NewServer(newServer(100 * time.Millisecond).routes())
+	ts := httptest.NewServer(newServer(100*time.Millisecond, 0).routes())
 	defer ts.Close()
 	a, _ := join(t, ts.URL, "r1", "alice")
 	_, bch := join(t, ts.URL, "r1", "bob")
@@ -118,7 +170,7 @@ func TestFailoverToLowestJoinSeq(t *testing.T) {
 // A member that comes back within the grace keeps its place and the host
 // role.
 func TestReconnectWithinGrace(t *testing.T) {
-	ts := httptest.NewServer(newServer(time.Hour).routes())
+	ts := httptest.NewServer(newServer(time.Hour, 0).routes())
 	defer ts.Close()
 	a, _ := join(t, ts.URL, "r1", "alice")
 	_, bch := join(t, ts.URL, "r1", "bob")
@@ -135,7 +187,7 @@ func TestReconnectWithinGrace(t *testing.T) {
 // server goes on, reaches that socket with its reason: the socket belongs
 // to the room from its join on.
 func TestChangeRightAfterUpgrade(t *testing.T) {
-	srv := newServer(time.Hour)
+	srv := newServer(time.Hour, 0)
 	var a *websocket.Conn // alice's socket, set before bob joins
 	srv.afterAccept = func(user string) {
 		if user != "bob" {
@@ -174,9 +226,9 @@ func TestChangeRightAfterUpgrade(t *testing.T) {
 
 // A ticket works once.
 func TestTicketSingleUse(t *testing.T) {
-	ts := httptest.NewServer(newServer(time.Second).routes())
+	ts := httptest.NewServer(newServer(time.Second, 0).routes())
 	defer ts.Close()
-	srv := newServer(time.Second)
+	srv := newServer(time.Second, 0)
 	srv.tickets["x"] = ticket{room: "r", user: "u", expires: time.Now().Add(time.Minute)}
 	if _, _, ok := srv.redeem("x"); !ok {
 		t.Fatal("first redeem refused")
@@ -191,5 +243,36 @@ func TestTicketSingleUse(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("unknown ticket: HTTP %d, want 401", resp.StatusCode)
+	}
+}
+
+// A socket that does not answer the server's pings is closed (4004) and
+// its member turns reconnecting, while a socket that reads, and so answers
+// them, stays online.
+func TestUnansweredPingsCloseTheSocket(t *testing.T) {
+	ts := httptest.NewServer(newServer(time.Hour, 3*time.Second).routes()) // a ping a second
+	defer ts.Close()
+	deaf := dial(t, ts.URL, "r", "a") // never read: the library answers pings only while reading
+	defer deaf.CloseNow()
+	b, states := join(t, ts.URL, "r", "b")
+	defer b.CloseNow()
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case s, open := <-states:
+			if !open {
+				t.Fatal("b's socket, which answers pings, was closed")
+			}
+			for _, m := range s.Members {
+				if m.UserID == "a" && m.Status == "reconnecting" {
+					if host(s) != "a" || s.Reason != "disconnected" {
+						t.Errorf("state %+v; want a still host (within the grace), reason disconnected", s)
+					}
+					return
+				}
+			}
+		case <-timeout:
+			t.Fatal("a, which never answered a ping, still online after 60 s")
+		}
 	}
 }
