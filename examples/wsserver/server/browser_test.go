@@ -57,28 +57,9 @@ func artifactPath(t *testing.T, name string) string {
 // of its user supersedes it, it shows that and does not take the place
 // back.
 func TestBrowserHostSuccession(t *testing.T) {
-	chromium := findChromium(t)
 	e := newEnv(t, func(c *serverConfig) { c.Policy.MaxConnectionsPerPlayer = 1 })
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 760),
-	)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
+	browser := newBrowser(t).ctx
 	newPage := func() (context.Context, context.CancelFunc) {
 		ctx, cancel := chromedp.NewContext(browser)
 		if err := chromedp.Do(ctx); err != nil {
@@ -244,28 +225,9 @@ func docsImage(t *testing.T, name string) string {
 // kicking closes the target's socket with the kicked code. The final page
 // is saved as docs/img/wsserver-kick-lock.png.
 func TestBrowserKickAndLock(t *testing.T) {
-	chromium := findChromium(t)
 	e := newEnv(t, nil)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromium),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-quic", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1100, 760),
-	)
-	defer cancelAlloc()
-	browser, cancelBrowser := chromedp.NewContext(alloc)
-	defer cancelBrowser()
-	if err := chromedp.Do(browser); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
+	browser := newBrowser(t).ctx
 	newPage := func() (context.Context, context.CancelFunc) {
 		ctx, cancel := chromedp.NewContext(browser)
 		if err := chromedp.Do(ctx); err != nil {

@@ -150,22 +150,7 @@ func TestSlowConsumerSendsCloseCode(t *testing.T) {
 	alice.waitType("typing.state")
 
 	// slow's socket has a small receive buffer and nobody reads it yet.
-	tk := e.ticket("r", "slow")
-	ctx, cancel := contextWithLimit()
-	defer cancel()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if tc, ok := c.(*net.TCPConn); ok {
-			_ = tc.SetReadBuffer(4 << 10)
-		}
-		return c, err
-	}}}
-	conn, _, err := websocket.Dial(ctx, e.wsURL("/ws?ticket="+tk), &websocket.DialOptions{HTTPClient: hc})
-	if err != nil {
-		t.Fatalf("dial: %v", err)
-	}
-	defer conn.CloseNow()
-	alice.waitState("slow joined", func(m msg) bool { return hasMember(m, "slow", "online") })
+	conn := e.dialStalled("r", "slow", alice)
 
 	text := strings.Repeat("x", 1500)
 	for i := 0; e.metricValue("wsserver_slow_consumers_closed_total") < 1; i++ {
