@@ -219,15 +219,23 @@ func (s *Service) sweepLoop(ctx context.Context) {
 			if idleWork >= 3 {
 				s.log.Warn("lobby sweep failed", "err", errors.New("due lobbies could not be advanced"), "retry_in", sleep)
 			}
-		case p.worked:
-			// Look again at once: the next pass's look finds what is due
-			// next and plans the sleep.
-			failures, idleWork = 0, 0
 		default:
+			// An idle pass, or one that advanced what was due: sleep
+			// until the next deadline the look showed (those of the
+			// lobbies just advanced come from their commits, below). A
+			// burst larger than the look leaves it unknown: look again.
 			failures, idleWork = 0, 0
 			sleep = s.cfg.resync
-			if p.hasNext {
+			switch {
+			case p.hasNext:
 				sleep = min(sleep, p.next.Sub(now))
+			case p.more:
+				sleep = 0
+			}
+			if p.othersHold {
+				// Should the process holding the rest die, its claims
+				// lapse after the hold.
+				sleep = min(sleep, s.cfg.claimHold)
 			}
 		}
 		target := now.Add(sleep)
@@ -269,20 +277,26 @@ type pass struct {
 	// changed counts the lobbies whose transition committed a change.
 	changed int
 	// shutOut: lobbies were due, but every one of them was claimed by
-	// another process.
-	shutOut bool
-	// next is the earliest deadline of all, when the pass found nothing
-	// due (hasNext false: the store holds none).
+	// another process; othersHold: some of them were.
+	shutOut, othersHold bool
+	// next is the earliest deadline among the lobbies the pass did not
+	// advance (hasNext false: the store holds none, or see more). The
+	// deadlines of the lobbies it advanced reach the loop through their
+	// commits.
 	next    time.Time
 	hasNext bool
+	// more: every deadline the look showed was due, so what comes after
+	// them is unknown until the next look.
+	more bool
 }
 
 // sweepPass is one pass of the sweeper, in as few store calls as the work
-// allows: an idle pass is one call (the look: the earliest deadline of all,
-// which is also the next wake-up when it is still to come); a pass with work
-// is two (the look, then the due lobbies, claimed for this process on a
-// store that has claims), plus one more per further batch of
-// WithSweepConcurrency's batch size in a burst larger than that.
+// allows: an idle pass is one call (the look: the earliest deadlines of
+// all, which also give the next wake-up); a pass with work is one more on a
+// store with claims (the claim of the due lobbies), and one more per
+// further batch in a burst larger than a batch. The next wake-up after work
+// comes from the look and from the commits of the pass itself, without
+// another call.
 func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 	now := s.clock.Now()
 	s.lobbies.trim(now)
@@ -290,14 +304,22 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 	if err := s.trimLog(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
-	first, err := s.st.Due(ctx, farFuture, 1)
+	// The look: the earliest deadlines of all, one more than a batch, so
+	// that it shows both the lobbies due now and, after them, the next
+	// deadline of the lobbies this pass does not touch.
+	look, err := s.st.Due(ctx, farFuture, s.cfg.sweepBatch+1)
 	if err != nil {
 		return p, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
 	}
-	if len(first) == 0 || first[0].Deadline.After(now) {
-		if len(first) > 0 {
-			p.next, p.hasNext = first[0].Deadline, true
-		}
+	n := 0 // look[:n] are due now
+	for n < len(look) && !look[n].Deadline.After(now) {
+		n++
+	}
+	if n < len(look) {
+		p.next, p.hasNext = look[n].Deadline, true
+	}
+	p.more = n > s.cfg.sweepBatch // a burst larger than the look
+	if n == 0 {
 		return p, errors.Join(errs...)
 	}
 	p.worked = true
@@ -305,16 +327,24 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 	seen := map[string]bool{} // one transition per lobby and pass applies all it has due
 	for {
 		var due []store.Due
-		if claims {
+		switch {
+		case claims:
 			due, err = claimer.Claim(ctx, now, s.cfg.sweepBatch, s.cfg.claimHold)
-		} else {
+		case len(seen) == 0:
+			due = look[:n] // the look already lists them
+		default:
 			due, err = s.st.Due(ctx, now, s.cfg.sweepBatch)
 		}
 		if err != nil {
 			return p, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
 		}
-		if claims && len(due) == 0 && len(seen) == 0 {
-			p.shutOut = true
+		if claims && len(seen) == 0 && len(due) < n {
+			// Some of the lobbies the look showed due are claimed by
+			// another process, which is advancing them.
+			p.shutOut = len(due) == 0
+			p.othersHold = true
+		}
+		if p.shutOut {
 			return p, errors.Join(errs...)
 		}
 		progress := false

@@ -49,6 +49,10 @@ func TestSweepPassRoundTrips(t *testing.T) {
 	if _, err := s.Join(ctx, "l", "ana", nil); err != nil {
 		t.Fatal(err)
 	}
+	clock.Advance(time.Second)
+	if _, err := s.Join(ctx, "m", "bo", nil); err != nil {
+		t.Fatal(err)
+	}
 
 	before := st.calls()
 	p, err := s.sweepPass(ctx)
@@ -62,7 +66,7 @@ func TestSweepPassRoundTrips(t *testing.T) {
 		t.Fatalf("idle pass: next deadline %v, want %v (ana's heartbeat deadline)", p.next, want)
 	}
 
-	clock.Advance(s.Policy().HeartbeatTTL)
+	clock.Advance(s.Policy().HeartbeatTTL - time.Second) // ana's deadline, not bo's
 	before = st.calls()
 	p, err = s.sweepPass(ctx)
 	if err != nil {
@@ -70,6 +74,10 @@ func TestSweepPassRoundTrips(t *testing.T) {
 	}
 	if got := st.calls() - before; got != 2 || !p.worked || p.changed != 1 {
 		t.Fatalf("pass with work: %d store calls, worked %v, changed %d; want 2 calls and 1 lobby changed", got, p.worked, p.changed)
+	}
+	// The look also showed when the next lobby is due: no third call.
+	if want := t0.Add(time.Second + s.Policy().HeartbeatTTL); !p.hasNext || !p.next.Equal(want) {
+		t.Fatalf("pass with work: next deadline %v (known %v), want %v (bo's heartbeat deadline in m)", p.next, p.hasNext, want)
 	}
 }
 
