@@ -338,7 +338,7 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 		if err != nil {
 			return p, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
 		}
-		if claims && len(seen) == 0 && len(due) < n {
+		if claims && len(seen) == 0 && len(due) < min(n, s.cfg.sweepBatch) {
 			// Some of the lobbies the look showed due are claimed by
 			// another process, which is advancing them.
 			p.shutOut = len(due) == 0
