@@ -191,9 +191,10 @@ type room struct {
 // with nothing missed in between: the lobby's watch is in place before the
 // join commits.
 //
-// Connections the join superseded are told End on their own Sinks,
-// wherever their sockets are. On an error, nothing is attached and the
-// Sink is never called.
+// A Sink that is also a [Starter] is told Start inside Join, before any
+// delivery. Connections the join superseded are told End on their own
+// Sinks, wherever their sockets are. On an error, nothing is attached and
+// the Sink is never called.
 func (r *Rooms) Join(ctx context.Context, id, player string, attrs map[string]string, sink Sink) (*Attachment, Snapshot, error) {
 	if sink == nil {
 		return nil, Snapshot{}, errNilOption("sink")
