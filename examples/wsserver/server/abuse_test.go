@@ -18,6 +18,24 @@ import (
 	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
 )
 
+// chatUntilDropped has sender chat text until the server drops the stalled
+// socket conn as a slow consumer, at most limit times, and checks that the
+// socket finds the slow consumer's close code after what was queued.
+func (e *env) chatUntilDropped(sender *wsClient, conn *websocket.Conn, text string, limit int) {
+	e.t.Helper()
+	for i := 0; e.metricValue("wsserver_slow_consumers_closed_total") < 1; i++ {
+		if i == limit {
+			e.t.Fatalf("%d chat messages of %d bytes and the stalled socket was not dropped", limit, len(text))
+		}
+		sender.send(map[string]string{"type": "chat.send", "text": text})
+		sender.waitType("chat.message")
+	}
+	stalled := newWSClient(e.t, "stalled", conn)
+	if code := stalled.waitClosed(); code != server.CloseSlowConsumer {
+		e.t.Fatalf("stalled socket: close status %d, want %d", code, server.CloseSlowConsumer)
+	}
+}
+
 // dialStalled opens a socket for user in room whose client reads nothing
 // (a small receive buffer, nobody reading it) and returns it once the
 // others see it joined.
@@ -66,18 +84,7 @@ func TestSendQueueBoundedInBytes(t *testing.T) {
 
 	// 1000 '<' are 6000 bytes as sent: 80 KiB is 14 such messages, plus
 	// what the kernel buffers hold.
-	text := strings.Repeat("<", 1000)
-	for i := 0; e.metricValue("wsserver_slow_consumers_closed_total") < 1; i++ {
-		if i == 300 {
-			t.Fatal("300 chat messages of 6000 bytes each and the stalled socket was not closed")
-		}
-		alice.send(map[string]string{"type": "chat.send", "text": text})
-		alice.waitType("chat.message")
-	}
-	slow := newWSClient(t, "slow", conn)
-	if code := slow.waitClosed(); code != server.CloseSlowConsumer {
-		t.Fatalf("stalled socket past its byte budget: close status %d, want %d", code, server.CloseSlowConsumer)
-	}
+	e.chatUntilDropped(alice, conn, strings.Repeat("<", 1000), 300)
 	// alice, who reads, is still served.
 	alice.roundTrip()
 }

@@ -152,18 +152,7 @@ func TestSlowConsumerSendsCloseCode(t *testing.T) {
 	// slow's socket has a small receive buffer and nobody reads it yet.
 	conn := e.dialStalled("r", "slow", alice)
 
-	text := strings.Repeat("x", 1500)
-	for i := 0; e.metricValue("wsserver_slow_consumers_closed_total") < 1; i++ {
-		if i == 400 {
-			t.Fatal("400 chat messages and slow was not dropped")
-		}
-		alice.send(map[string]string{"type": "chat.send", "text": text})
-		alice.waitType("chat.message")
-	}
-	slow := newWSClient(t, "slow", conn)
-	if code := slow.waitClosed(); code != server.CloseSlowConsumer {
-		t.Fatalf("slow consumer: the client saw close status %d, want %d", code, server.CloseSlowConsumer)
-	}
+	e.chatUntilDropped(alice, conn, strings.Repeat("x", 1500), 400)
 }
 
 // A page served from a name that resolves to this server (DNS rebinding:
