@@ -86,6 +86,10 @@ type Service struct {
 	// lastTrimNs is when a sweep last trimmed the effects log (Unix ns).
 	lastTrimNs atomic.Int64
 
+	// live keeps this Service's session and the heartbeat deadlines of
+	// the connections it holds; nil on a store without sessions.
+	live *liveness
+
 	// advice measures returns and heartbeat gaps per client class
 	// (WithClientClass); nil without it.
 	advice *adviceBook
@@ -139,6 +143,7 @@ func NewService(st store.Store, opts ...Option) (*Service, error) {
 		relayPoke: make(chan struct{}, 1),
 	}
 	s.hub = newWatchHub(s, cfg.watchBuf)
+	s.live = newLiveness(s)
 	s.batch = newGroupCommit(st, cfg.batchSize, cfg.inFlight)
 	if cfg.class != nil {
 		s.advice = newAdviceBook(cfg.class, m.Policy().HeartbeatTTL)
@@ -170,14 +175,6 @@ func (s *Service) Policy() Policy { return s.m.Policy() }
 // failures are as for Do.
 func (s *Service) Join(ctx context.Context, id, player string, attrs map[string]string) (Result, error) {
 	return s.Do(ctx, id, rules.Join(player, attrs))
-}
-
-// Heartbeat keeps generation gen of player alive. A generation that has
-// ended (closed, timed out, superseded, or never issued) is reported as
-// OutcomeStale: the transport should close that socket and have the client
-// join again.
-func (s *Service) Heartbeat(ctx context.Context, id, player string, gen uint64) (Result, error) {
-	return s.Do(ctx, id, rules.Heartbeat(player, gen))
 }
 
 // Disconnect reports that generation gen of player closed. A close for an

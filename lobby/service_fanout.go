@@ -164,7 +164,43 @@ func NewRooms(svc *Service, opts ...RoomsOption) (*Rooms, error) {
 			return nil, err
 		}
 	}
-	return &Rooms{svc: svc, cfg: cfg, rooms: make(map[string]*room)}, nil
+	r := &Rooms{svc: svc, cfg: cfg, rooms: make(map[string]*room)}
+	if svc.live != nil {
+		svc.live.onLost(r.sessionLost)
+	}
+	return r, nil
+}
+
+// sessionLost tells the Attachments of lobby id whose connections ended
+// with this Service's session (it could not be renewed in time) that they
+// are over: their sockets must rejoin, through this process's next session
+// or another process.
+func (r *Rooms) sessionLost(id string, ended []Ended) {
+	r.mu.Lock()
+	rm := r.rooms[id]
+	r.mu.Unlock()
+	if rm == nil {
+		return
+	}
+	var gone []*Attachment
+	rm.mu.Lock()
+	for a := range rm.atts {
+		if a.pending {
+			continue
+		}
+		for _, e := range ended {
+			if e.Player == a.player && e.Gen == a.gen {
+				a.finish(e)
+				delete(rm.atts, a)
+				gone = append(gone, a)
+				break
+			}
+		}
+	}
+	rm.mu.Unlock()
+	for range gone {
+		r.release(rm)
+	}
 }
 
 // room is one lobby followed for this process's Attachments: its Watcher

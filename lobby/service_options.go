@@ -106,6 +106,8 @@ type config struct {
 	batchSize  int
 	inFlight   int
 	sweepers   int
+	sessionTTL time.Duration
+	sessionSet bool
 }
 
 func errNilOption(what string) error { return fmt.Errorf("%w: nil %s", ErrInvalidOption, what) }
@@ -368,6 +370,25 @@ func WithSweepConcurrency(n int) Option {
 			return fmt.Errorf("%w: sweep concurrency must be positive", ErrInvalidOption)
 		}
 		c.sweepers = n
+		return nil
+	}
+}
+
+// WithSessionTTL sets the TTL of the session this Service opens on a store
+// with sessions (store.Sessions): Run renews it about every third of d,
+// and if the process dies or cannot reach the store, its connections end
+// as of its last renewal plus d. The default is the policy's heartbeat TTL
+// (DefaultSessionTTL if that is zero). 0 opens no session: every
+// connection of this Service then stores its heartbeat deadline, one
+// store write per heartbeat, as on a store without sessions; the Service
+// still judges other processes' session-held connections. Negative
+// durations are invalid.
+func WithSessionTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("%w: negative session TTL %v", ErrInvalidOption, d)
+		}
+		c.sessionTTL, c.sessionSet = d, true
 		return nil
 	}
 }

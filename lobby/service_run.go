@@ -75,6 +75,11 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.sweepLoop(ctx) }()
+	if s.live != nil && s.live.own {
+		wg.Add(2)
+		go func() { defer wg.Done(); s.live.sessionLoop(ctx) }()
+		go func() { defer wg.Done(); s.live.expireLoop(ctx) }()
+	}
 	if s.cfg.publisher != nil {
 		wg.Add(1)
 		go func() { defer wg.Done(); s.relayLoop(ctx) }()
@@ -98,6 +103,12 @@ func (s *Service) listen(ctx context.Context, feed *store.Feed) {
 		lost = lost || l
 		for _, c := range changes {
 			s.hub.remote(c.Lobby, c.Version)
+			if s.live != nil {
+				s.live.heard(c.Lobby, c.Version)
+			}
+		}
+		if l && s.live != nil {
+			s.live.heardAll()
 		}
 		if lost {
 			if err := s.hub.lost(ctx); err != nil {
@@ -134,6 +145,11 @@ func (s *Service) pollHeads(ctx context.Context) {
 	for {
 		if err := s.hub.lost(ctx); err != nil && ctx.Err() == nil {
 			s.log.Warn("lobby watch poll failed", "err", err)
+		}
+		if s.live != nil {
+			if err := s.live.pollHeads(ctx); err != nil && ctx.Err() == nil {
+				s.log.Warn("lobby watch poll failed", "err", err)
+			}
 		}
 		if !s.wait(ctx, s.cfg.watchPoll, nil) {
 			return

@@ -118,7 +118,8 @@ func TestRunExpiresHostAtDeadline(t *testing.T) {
 	pub := newCollector()
 	p := lobby.DefaultPolicy()
 	p.HeartbeatTTL = 0
-	svc := newService(t, memstore.New(), clock, lobby.WithPublisher(pub), lobby.WithPolicy(p))
+	// Without a session: the test counts the sleeping loops.
+	svc := newService(t, memstore.New(), clock, lobby.WithPublisher(pub), lobby.WithPolicy(p), lobby.WithSessionTTL(0))
 	done := make(chan error)
 	go func() { done <- svc.Run(ctx) }()
 
@@ -803,7 +804,7 @@ func TestRunDoesNotSpinOnAStuckLobby(t *testing.T) {
 	if err := mem.Write(ctx, store.Write{ID: "stuck", Data: []byte("garbage"), Deadline: t0.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	svc := newService(t, mem, clock, lobby.WithClaimHold(30*time.Second)) // the failed pass keeps its claim past the first backoff
+	svc := newService(t, mem, clock, lobby.WithClaimHold(30*time.Second), lobby.WithSessionTTL(0)) // the failed pass keeps its claim past the first backoff
 	go svc.Run(ctx)
 	// The sweeper asleep on the fake clock's timer (no publisher, no
 	// relay); a spinning sweeper

@@ -31,6 +31,12 @@ type txn struct {
 	// its store version, under the lobby's lock. It must not keep the
 	// state.
 	view func(st *rules.State, version uint64)
+	// at, if set, is the command's time instead of the clock's (a
+	// time-out is stamped with its deadline).
+	at time.Time
+	// internal: a command of the Service itself, which may name a
+	// session.
+	internal bool
 }
 
 // outcome is what a transaction leaves for the work done after the lobby's
@@ -55,13 +61,27 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 	if err := t.cmd.Validate(); err != nil {
 		return Result{}, err
 	}
+	if !t.internal && (t.cmd.Session != "" || t.cmd.Op == rules.OpDrain) {
+		return Result{}, fmt.Errorf("%w: sessions are the Service's own (see Service.Drain)", ErrInvalidCommand)
+	}
 	start := s.clock.Now()
+	if t.cmd.Op == rules.OpJoin && s.live != nil {
+		t.cmd.Session = s.live.session(start)
+	}
 	var o outcome
 	sl, err := s.lobbies.acquire(ctx, id, s.yieldHook())
 	if err != nil {
 		o.err = err
 	} else {
 		o = s.attempts(ctx, id, sl, t)
+		if t.cmd.Session != "" && errors.Is(o.err, rules.ErrSessionEnded) {
+			// The lobby judged this Service's own session over (it has
+			// moved past the session's deadline: a clock ahead of
+			// ours, or a renewal that came late). The join does not
+			// depend on it: it gets a stored heartbeat deadline.
+			t.cmd.Session = ""
+			o = s.attempts(ctx, id, sl, t)
+		}
 		// Keep a committed lobby that has members; unknown, empty and
 		// reclaimed lobbies are not worth memory.
 		s.lobbies.release(sl, !t.reclaim && sl.state != nil && len(sl.state.Members) > 0, o.at)
@@ -122,7 +142,18 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			work = work.Clone()
 		}
 		o.at = s.clock.Now()
-		res, err := s.m.ApplyValidated(work, t.cmd, o.at)
+		if !t.at.IsZero() {
+			o.at = t.at
+		}
+		cmd := t.cmd
+		if s.live != nil {
+			d, err := s.live.deadlines(ctx, work, o.at)
+			if err != nil {
+				return fail(err)
+			}
+			cmd = cmd.WithSessionDeadlines(d)
+		}
+		res, err := s.m.ApplyValidated(work, cmd, o.at)
 		if err == nil && t.reclaim && len(work.Members) > 0 {
 			err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}
 		}
@@ -147,7 +178,13 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			}
 		} else {
 			lw := s.hub.writing(id, sl.version+1)
+			if s.live != nil {
+				s.live.writing(id, sl.version+1)
+			}
 			werr := s.write(ctx, id, sl.version, work, res)
+			if s.live != nil {
+				s.live.wrote(id, werr == nil)
+			}
 			if werr != nil {
 				s.hub.wrote(lw, false, 0, nil)
 				sl.state = nil
@@ -175,6 +212,9 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 				}
 				return fail(err)
 			}
+		}
+		if s.live != nil {
+			s.live.committed(id, work, sl.version, cmd, res, s.clock.Now())
 		}
 		if t.view != nil {
 			t.view(work, sl.version)
@@ -315,6 +355,9 @@ func (s *Service) write(ctx context.Context, id string, expected uint64, st *rul
 	buf := rules.AppendState((*bp)[:0], st)
 	n := len(buf)
 	w := store.Write{ID: id, Expected: expected, Deadline: s.deadline(st), At: st.Updated}
+	if s.live != nil {
+		w.Sessions = st.Sessions()
+	}
 	if len(res.Events) > 0 || len(res.Ended) > 0 {
 		buf = rules.AppendEffects(buf, &rules.Effects{Events: res.Events, Ended: res.Ended})
 		w.Effects = buf[n:len(buf):len(buf)]

@@ -161,6 +161,8 @@ func checkCommand(cmd Command) error {
 		return checkActor(cmd.Player)
 	case OpConfigure:
 		return cmd.Overrides.Validate()
+	case OpDrain:
+		return CheckID("session ID", cmd.Session)
 	case OpHeartbeat, OpDisconnect, OpTimeOut, OpExpireLease, OpLeave:
 	default:
 		return fmt.Errorf("%w: unknown operation %d", ErrInvalidCommand, cmd.Op)
@@ -222,6 +224,8 @@ func (m *Machine) apply(s *State, cmd Command, now time.Time) (Result, error) {
 		changed = st.disconnect(cmd, now, EndClosed, ReasonDisconnected)
 	case OpTimeOut:
 		changed = st.disconnect(cmd, now, EndTimedOut, ReasonTimedOut)
+	case OpDrain:
+		changed = st.drain(cmd.Session, now)
 	case OpLeave:
 		changed = st.leave(cmd, now)
 	case OpTransferHost:
@@ -562,6 +566,35 @@ func (st *step) disconnect(cmd Command, now time.Time, cause EndCause, reason Re
 		st.emit(reason, mem.Player, now, st.s.Host)
 	}
 	return true
+}
+
+// drain ends every live generation held by session now, as closes.
+func (st *step) drain(session string, now time.Time) bool {
+	st.r.Outcome = OutcomeNoop
+	for i := range st.s.Members {
+		mem := &st.s.Members[i]
+		kept := mem.Conns[:0]
+		ended := false
+		for _, c := range mem.Conns {
+			if c.Session != session {
+				kept = append(kept, c)
+				continue
+			}
+			ended = true
+			st.r.Ended = append(st.r.Ended, Ended{Player: mem.Player, Gen: c.Gen, Cause: EndClosed, At: now})
+		}
+		if !ended {
+			continue
+		}
+		clear(mem.Conns[len(kept):])
+		mem.Conns = kept
+		st.r.Outcome = OutcomeApplied
+		if len(mem.Conns) == 0 {
+			mem.ReconnectBy = st.policy().lease().ReconnectDeadline(now)
+			st.emit(ReasonDisconnected, mem.Player, now, st.s.Host)
+		}
+	}
+	return st.r.Outcome == OutcomeApplied
 }
 
 func (st *step) leave(cmd Command, now time.Time) bool {

@@ -112,6 +112,14 @@ func (m *Machine) CheckTransition(before, after *State, cmd Command, res Result,
 		if c := mem.Conns[i]; c.Session != cmd.Session || (c.Session != "" && !c.Deadline.IsZero()) {
 			return fmt.Errorf("join of %s in session %q: connection %+v", cmd.Player, cmd.Session, c)
 		}
+	case OpDrain:
+		for _, mem := range after.Members {
+			for _, c := range mem.Conns {
+				if c.Session == cmd.Session {
+					return fmt.Errorf("drain of session %q: %s still holds generation %d", cmd.Session, mem.Player, c.Gen)
+				}
+			}
+		}
 	case OpDisconnect, OpTimeOut:
 		if mem := after.Member(cmd.Player); res.Outcome == OutcomeApplied && mem != nil && mem.connIndex(cmd.Gen) >= 0 {
 			return fmt.Errorf("%v of %s generation %d applied, but it is still held", cmd.Op, cmd.Player, cmd.Gen)

@@ -20,6 +20,7 @@ const (
 	OpLock
 	OpConfigure
 	OpTimeOut
+	OpDrain
 )
 
 var opNames = [...]string{
@@ -35,6 +36,7 @@ var opNames = [...]string{
 	OpLock:         "lock",
 	OpConfigure:    "configure",
 	OpTimeOut:      "time_out",
+	OpDrain:        "drain",
 }
 
 func (o Op) String() string {
@@ -76,7 +78,8 @@ type Command struct {
 	ObservedAt time.Time
 	// Session, for Join: the session of the joining process, which then
 	// holds the new connection ("" for none: the connection gets a stored
-	// heartbeat deadline). Set it with [Command.WithSession].
+	// heartbeat deadline). Set it with [Command.WithSession]. For Drain:
+	// the session whose connections end.
 	Session string
 	// SessionDeadlines, for every operation: the deadlines of the sessions
 	// the lobby's connections are held by, as the caller knows them at the
@@ -149,6 +152,18 @@ func Disconnect(player string, gen uint64) Command {
 // judge of its silence.
 func TimeOut(player string, gen uint64) Command {
 	return Command{Op: OpTimeOut, Player: player, Gen: gen}
+}
+
+// Drain ends, at the command's time, every live connection held by session:
+// the process holding that session's sockets is shutting down on purpose
+// and reports their closes at once, in one transition, rather than letting
+// the session's deadline end them later. Each ends with cause EndClosed, in
+// join-sequence order; every member whose last connection it was turns
+// reconnecting (reason disconnected, one event each), so its grace starts
+// now and it can come back through another process. The outcome is
+// OutcomeApplied if it ended any connection, OutcomeNoop otherwise.
+func Drain(session string) Command {
+	return Command{Op: OpDrain, Session: session}
 }
 
 // ExpireLease asks for the deadline named by (player, gen) to be applied:

@@ -453,3 +453,51 @@ func TestDecodeStateRefusesBadSessions(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainEndsTheSessionsConnectionsAsCloses: a draining process's
+// connections end at once, in one transition: each as a close, every member
+// whose last one it was turning reconnecting (the host keeps its seat
+// through the grace), and connections of other sessions or none untouched.
+func TestDrainEndsTheSessionsConnectionsAsCloses(t *testing.T) {
+	p := testPolicy()
+	r := newRun(t, p)
+	g1 := r.heldJoin("p-17", "a")
+	gb := r.heldJoin("p-17", "b")
+	g2 := r.heldJoin("p-23", "a")
+	r.join("p-41")
+	g4 := r.heldJoin("p-41", "a")
+	r.advance(3 * time.Second)
+	before := r.s.Clone()
+	res := r.do(Drain("a"))
+	want := []Ended{
+		{Player: "p-17", Gen: g1, Cause: EndClosed, At: r.now},
+		{Player: "p-23", Gen: g2, Cause: EndClosed, At: r.now},
+		{Player: "p-41", Gen: g4, Cause: EndClosed, At: r.now},
+	}
+	if res.Outcome != OutcomeApplied || !res.Changed || !slices.Equal(res.Ended, want) {
+		t.Fatalf("drain: %+v, want %v", res, want)
+	}
+	// Only p-23 lost its last connection.
+	if len(res.Events) != 1 || res.Events[0].Reason != ReasonDisconnected || res.Events[0].Subject != "p-23" ||
+		res.Revision != before.Revision+1 {
+		t.Fatalf("drain events %+v", res.Events)
+	}
+	if mem := r.member("p-23"); !mem.ReconnectBy.Equal(r.now.Add(p.Grace)) {
+		t.Fatalf("reconnect deadline %v, want the grace from the drain", mem.ReconnectBy)
+	}
+	if r.s.Host != before.Host {
+		t.Fatalf("host %q → %q across a drain", before.Host, r.s.Host)
+	}
+	if c := r.member("p-17").Conns; len(c) != 1 || c[0].Gen != gb {
+		t.Fatalf("p-17 keeps %+v, want only its session-b tab", c)
+	}
+	if got := r.s.Sessions(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("sessions after the drain: %v", got)
+	}
+	if res := r.do(Drain("a")); res.Outcome != OutcomeNoop || res.Changed {
+		t.Fatalf("second drain: %+v, want a no-op", res)
+	}
+	if err := Drain("").Validate(); !errors.Is(err, ErrInvalidID) {
+		t.Fatalf("drain of no session: %v, want ErrInvalidID", err)
+	}
+}

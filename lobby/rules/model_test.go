@@ -342,6 +342,29 @@ func (m *refModel) apply(cmd Command, now time.Time) (events []Event, out Outcom
 				}
 			}
 		}
+	case OpDrain:
+		out = OutcomeNoop
+		// Members in join-sequence order, as the events must come.
+		var order []*refMember
+		names := map[*refMember]string{}
+		for id, mem := range m.members {
+			order = append(order, mem)
+			names[mem] = id
+		}
+		slices.SortFunc(order, func(a, b *refMember) int { return cmp.Compare(a.seq, b.seq) })
+		for _, mem := range order {
+			for g, sess := range mem.held {
+				if sess == cmd.Session {
+					delete(mem.gens, g)
+					delete(mem.held, g)
+					out, changed = OutcomeApplied, true
+					if len(mem.gens) == 0 {
+						mem.reconnectBy = now.Add(m.grace())
+						events = append(events, m.event(ReasonDisconnected, names[mem], now, m.host))
+					}
+				}
+			}
+		}
 	case OpLeave:
 		out = OutcomeNoop
 		if m.members[cmd.Player] != nil {

@@ -141,7 +141,7 @@ func drawSchedule(t *rapid.T) []schedStep {
 // about half of the time, with time-outs of session-held generations.
 func drawSessionSchedule(t *rapid.T) []schedStep {
 	return drawScheduleOf(t, []Op{OpJoin, OpJoin, OpJoin, OpJoin, OpHeartbeat, OpHeartbeat, OpDisconnect, OpTimeOut, OpTimeOut, OpExpireLease, OpLeave,
-		OpTransferHost, OpTick, OpTick, OpUpdate, OpKick, OpLock, OpConfigure}, len(sessionIDs))
+		OpTransferHost, OpTick, OpTick, OpUpdate, OpKick, OpLock, OpConfigure, OpDrain}, len(sessionIDs))
 }
 
 // drawScheduleOf draws a schedule of the given operations; joins name one
@@ -259,6 +259,8 @@ func (r *schedRunner) next(st schedStep) (Command, time.Time) {
 		cmd = Disconnect(p, gen)
 	case OpTimeOut:
 		cmd = TimeOut(p, gen)
+	case OpDrain:
+		cmd = Drain(sessionIDs[st.To%len(sessionIDs)])
 	case OpExpireLease:
 		cmd = ExpireLease(p, gen, now)
 	case OpLeave:

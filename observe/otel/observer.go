@@ -49,6 +49,7 @@ var ops = [...]string{
 	rules.OpLock:         rules.OpLock.String(),
 	rules.OpConfigure:    rules.OpConfigure.String(),
 	rules.OpTimeOut:      rules.OpTimeOut.String(),
+	rules.OpDrain:        rules.OpDrain.String(),
 }
 
 // spanNames are the span names by ops' index.

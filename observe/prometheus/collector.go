@@ -259,6 +259,7 @@ var opLabels = map[rules.Op]string{
 	rules.OpLock:         "lock",
 	rules.OpConfigure:    "configure",
 	rules.OpTimeOut:      "time_out",
+	rules.OpDrain:        "drain",
 }
 
 func opLabel(op rules.Op) string {

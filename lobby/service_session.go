@@ -1,0 +1,878 @@
+package lobby
+
+import (
+	"container/heap"
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/lobbyhost/lobbyhost/lobby/rules"
+
+	"github.com/lobbyhost/lobbyhost/store"
+)
+
+// A Service on a store with sessions (store.Sessions) keeps its
+// connections' liveness in its own memory and only its own liveness in the
+// store: Run opens a session (a record with a deadline, renewed about every
+// third of the session TTL), and a Join through the Service records the new
+// generation as held by that session, with no stored heartbeat deadline.
+// Heartbeat then moves the generation's deadline in memory, without a store
+// call; when it passes, Run commits the generation's end as of that
+// deadline (rules.TimeOut). If the process dies, or loses the store for
+// longer than the session TTL, the session's deadline passes and any
+// process ends its connections as of that deadline, one transition per
+// lobby.
+//
+// liveness is that memory: the session, the generations it holds here, and
+// the deadlines of other processes' sessions as last read.
+type liveness struct {
+	s  *Service
+	ss store.Sessions
+	// own: this Service opens sessions (Run); without it the Service
+	// still judges other processes' session-held generations.
+	own bool
+	ttl time.Duration
+
+	mu       sync.Mutex
+	id       string    // the session joins go through; "" for none
+	deadline time.Time // its deadline as last renewed
+	draining bool
+	lobbies  map[string]*heldLobby
+	due      heldHeap // held generations with a deadline, earliest first
+	seen     map[string]time.Time
+	// lost are told of the generations of a session that ended under
+	// this Service (Rooms closes their sockets).
+	lost []func(lobby string, ended []Ended)
+
+	poke chan struct{} // wakes the expiry loop
+}
+
+// heldLobby is one lobby in which this Service's session holds generations.
+type heldLobby struct {
+	gens map[heldKey]*heldGen
+	// known is the lobby version at which gens were last checked against
+	// the lobby; heard the highest version another process is known to
+	// have committed (math.MaxUint64: unknown, after lost notifications).
+	// Heartbeats stay in memory only while heard <= known.
+	known, heard uint64
+	rev          uint64        // the lobby's revision at known
+	ttl          time.Duration // the heartbeat TTL in force in the lobby
+	// writing is the version this Service's write in flight would make
+	// (0: none); noted a notification of that version that came
+	// meanwhile, another process's commit if the write fails.
+	writing, noted uint64
+}
+
+type heldKey struct {
+	player string
+	gen    uint64
+}
+
+// heldGen is a generation this Service's session holds.
+type heldGen struct {
+	lobby   string
+	key     heldKey
+	session string
+	// deadline is its heartbeat deadline (zero: none, heartbeats off);
+	// due is when the expiry loop next looks at it (its deadline, or a
+	// retry after a failed commit); index is its place in the heap (-1:
+	// not in it).
+	deadline, due time.Time
+	index         int
+	// lost: its session ended under this Service; a heartbeat is told
+	// it is stale, without a store call.
+	lost bool
+}
+
+type heldHeap []*heldGen
+
+func (h heldHeap) Len() int           { return len(h) }
+func (h heldHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h heldHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *heldHeap) Push(x any) {
+	g := x.(*heldGen)
+	g.index = len(*h)
+	*h = append(*h, g)
+}
+func (h *heldHeap) Pop() any {
+	old := *h
+	g := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	g.index = -1
+	return g
+}
+
+// DefaultSessionTTL is the session TTL when the policy's heartbeat TTL is
+// zero (otherwise the session TTL defaults to it).
+const DefaultSessionTTL = 15 * time.Second
+
+func newLiveness(s *Service) *liveness {
+	ss, ok := s.st.(store.Sessions)
+	if !ok {
+		return nil
+	}
+	ttl := s.cfg.sessionTTL
+	if !s.cfg.sessionSet {
+		ttl = s.m.Policy().HeartbeatTTL
+		if ttl <= 0 {
+			ttl = DefaultSessionTTL
+		}
+	}
+	return &liveness{
+		s: s, ss: ss, own: ttl > 0, ttl: ttl,
+		lobbies: make(map[string]*heldLobby),
+		seen:    make(map[string]time.Time),
+		poke:    make(chan struct{}, 1),
+	}
+}
+
+// session returns the session a join at now goes through, or "".
+func (l *liveness) session(now time.Time) string {
+	if l == nil {
+		return ""
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.id == "" || l.draining || !now.Before(l.deadline) {
+		return ""
+	}
+	return l.id
+}
+
+// deadlines returns the session deadlines a transition of st at now must
+// be judged with: those of the sessions st holds that have ended by then.
+// A session seen alive until D is alive at every t < D (deadlines only
+// move forward); the others are read from the store in one call.
+func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time) (rules.SessionDeadlines, error) {
+	ids := st.Sessions()
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	if now.Before(st.Updated) {
+		now = st.Updated
+	}
+	var ask []string
+	l.mu.Lock()
+	for _, id := range ids {
+		d, ok := l.seen[id]
+		if id == l.id {
+			d, ok = l.deadline, true
+		}
+		if !ok || !now.Before(d) {
+			ask = append(ask, id)
+		}
+	}
+	l.mu.Unlock()
+	if len(ask) == 0 {
+		return nil, nil
+	}
+	got, err := l.ss.SessionDeadlines(ctx, ask)
+	if err != nil {
+		return nil, fmt.Errorf("lobby %q: session deadlines: %w", st.ID, err)
+	}
+	if len(got) != len(ask) {
+		return nil, fmt.Errorf("lobby %q: session deadlines: %d for %d sessions", st.ID, len(got), len(ask))
+	}
+	var out rules.SessionDeadlines
+	l.mu.Lock()
+	for i, id := range ask {
+		d := got[i]
+		if !d.IsZero() {
+			l.seen[id] = d
+		}
+		if !now.Before(d) {
+			if out == nil {
+				out = make(rules.SessionDeadlines, len(ask))
+			}
+			out[id] = d // zero: the store forgot it, so it ended
+		}
+	}
+	l.mu.Unlock()
+	return out, nil
+}
+
+// committed is called, under lobby id's lock, with the lobby as stored at
+// version after a transaction: a join through this Service's session
+// starts being held here, and held generations the lobby no longer has
+// (ended by a commit of this Service or, seen in the state, of another)
+// stop being held.
+func (l *liveness) committed(id string, st *rules.State, version uint64, cmd rules.Command, res Result, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hl := l.lobbies[id]
+	joined := cmd.Op == rules.OpJoin && cmd.Session != "" && cmd.Session == l.id && res.Gen != 0
+	if hl == nil && !joined {
+		return
+	}
+	if hl == nil {
+		hl = &heldLobby{gens: make(map[heldKey]*heldGen)}
+		l.lobbies[id] = hl
+	}
+	if version >= hl.known {
+		hl.known, hl.rev = version, st.Revision
+		if hl.heard <= version || hl.heard == math.MaxUint64 {
+			hl.heard = version
+		}
+	}
+	hl.ttl = st.Overrides.Apply(l.s.m.Policy()).HeartbeatTTL
+	for k, g := range hl.gens {
+		if !g.lost && !holds(st, k, g.session) {
+			l.dropLocked(hl, id, k)
+		}
+	}
+	if joined {
+		l.lobbies[id] = hl
+		k := heldKey{cmd.Player, res.Gen}
+		g := &heldGen{lobby: id, key: k, session: cmd.Session, index: -1}
+		hl.gens[k] = g
+		l.arm(g, hl.ttl, now)
+	}
+}
+
+// holds reports whether st has generation k live and held by session.
+func holds(st *rules.State, k heldKey, session string) bool {
+	mem := st.Member(k.player)
+	if mem == nil {
+		return false
+	}
+	for _, c := range mem.Conns {
+		if c.Gen == k.gen {
+			return c.Session == session
+		}
+	}
+	return false
+}
+
+// arm sets g's heartbeat deadline to now + ttl (none for a zero ttl).
+// l.mu is held.
+func (l *liveness) arm(g *heldGen, ttl time.Duration, now time.Time) {
+	if ttl <= 0 {
+		g.deadline, g.due = time.Time{}, time.Time{}
+		if g.index >= 0 {
+			heap.Remove(&l.due, g.index)
+		}
+		return
+	}
+	g.deadline = now.Add(ttl)
+	g.due = g.deadline
+	if g.index >= 0 {
+		heap.Fix(&l.due, g.index)
+	} else {
+		heap.Push(&l.due, g)
+	}
+	if l.due[0] == g {
+		poke(l.poke)
+	}
+}
+
+// dropLocked stops holding generation k of lobby id; l.mu is held.
+func (l *liveness) dropLocked(hl *heldLobby, id string, k heldKey) {
+	g := hl.gens[k]
+	if g == nil {
+		return
+	}
+	if g.index >= 0 {
+		heap.Remove(&l.due, g.index)
+	}
+	delete(hl.gens, k)
+	if len(hl.gens) == 0 {
+		delete(l.lobbies, id)
+	}
+}
+
+// heard notes that another process committed version of lobby id. A
+// notification of this Service's own write in flight is held back until
+// the write's outcome is known (see wrote).
+func (l *liveness) heard(id string, version uint64) {
+	l.mu.Lock()
+	if hl := l.lobbies[id]; hl != nil && version > hl.known && version > hl.heard {
+		if version == hl.writing {
+			hl.noted = version
+		} else {
+			hl.heard = version
+		}
+	}
+	l.mu.Unlock()
+}
+
+// writing is called, under lobby id's lock, before this Service writes
+// version of it.
+func (l *liveness) writing(id string, version uint64) {
+	l.mu.Lock()
+	if hl := l.lobbies[id]; hl != nil {
+		hl.writing, hl.noted = version, 0
+	}
+	l.mu.Unlock()
+}
+
+// wrote ends the write announced by writing: if it failed, a notification
+// of its version was another process's commit.
+func (l *liveness) wrote(id string, committed bool) {
+	l.mu.Lock()
+	if hl := l.lobbies[id]; hl != nil {
+		switch {
+		case committed && hl.writing > hl.known:
+			// committed, under the same lock, checks the generations.
+			if hl.heard <= hl.known {
+				hl.heard = hl.writing
+			}
+			hl.known = hl.writing
+		case !committed && hl.noted > hl.heard:
+			hl.heard = hl.noted
+		}
+		hl.writing, hl.noted = 0, 0
+	}
+	l.mu.Unlock()
+}
+
+// heardAll: notifications may have been lost, so every held lobby is
+// checked against the store at its next heartbeat.
+func (l *liveness) heardAll() {
+	l.mu.Lock()
+	for _, hl := range l.lobbies {
+		hl.heard = math.MaxUint64
+	}
+	l.mu.Unlock()
+}
+
+// heldLobbies returns the IDs of the lobbies this Service holds
+// generations in.
+func (l *liveness) heldLobbies() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := make([]string, 0, len(l.lobbies))
+	for id := range l.lobbies {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// beat is the memory-only heartbeat. done reports that it answered; if
+// not, the heartbeat goes to the store. expired: the generation's own
+// deadline has passed, and the caller commits its end. over names this
+// Service's session when it ran out before its renewal (a paused process,
+// or one cut off from the store): the others may have ended its
+// connections already, so the caller gives them all up.
+func (l *liveness) beat(id, player string, gen uint64, now time.Time) (res Result, done, expired bool, over string, at time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	hl := l.lobbies[id]
+	if hl == nil {
+		return
+	}
+	k := heldKey{player, gen}
+	g := hl.gens[k]
+	switch {
+	case g == nil:
+		return
+	case g.lost:
+		l.dropLocked(hl, id, k)
+		return Result{Outcome: OutcomeStale, Revision: hl.rev}, true, false, "", time.Time{}
+	case g.session == l.id && !now.Before(l.deadline):
+		return Result{Outcome: OutcomeStale, Revision: hl.rev}, true, false, l.id, l.deadline
+	case !g.deadline.IsZero() && !now.Before(g.deadline):
+		expired = true
+		return
+	case hl.heard > hl.known:
+		return // another process committed since
+	}
+	res = Result{Outcome: OutcomeApplied, Revision: hl.rev}
+	if !g.deadline.IsZero() {
+		res.Slack = g.deadline.Sub(now)
+	}
+	l.arm(g, hl.ttl, now)
+	return res, true, false, "", time.Time{}
+}
+
+// touch moves a held generation's deadline after a heartbeat the store
+// judged live.
+func (l *liveness) touch(id, player string, gen uint64, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if hl := l.lobbies[id]; hl != nil {
+		if g := hl.gens[heldKey{player, gen}]; g != nil && !g.lost {
+			l.arm(g, hl.ttl, now)
+		}
+	}
+}
+
+// Heartbeat keeps generation gen of player alive. A generation that has
+// ended (closed, timed out, superseded, or never issued) is reported as
+// OutcomeStale: the transport should close that socket and have the client
+// join again.
+//
+// A generation held by this Service's session (see WithSessionTTL) is
+// kept alive in memory, without a store call, while no other process has
+// committed to the lobby since this Service last read it; otherwise, and
+// for any other generation, the heartbeat is judged against the store. A
+// heartbeat after the generation's own deadline commits its end (it timed
+// out at that deadline) and reports OutcomeStale. After this Service's
+// session ended (Run could not renew it in time), every generation it held
+// is reported stale.
+func (s *Service) Heartbeat(ctx context.Context, id, player string, gen uint64) (Result, error) {
+	if s.live != nil && rules.CheckID("lobby ID", id) == nil {
+		now := s.clock.Now()
+		res, done, expired, over, at := s.live.beat(id, player, gen, now)
+		if over != "" {
+			s.live.lose(over, at)
+		}
+		if done {
+			s.observeLocal(ctx, id, rules.Heartbeat(player, gen), res, now)
+			return res, nil
+		}
+		if expired {
+			s.live.timeOut(ctx, id, player, gen)
+			return Result{Outcome: OutcomeStale}, nil
+		}
+	}
+	res, err := s.Do(ctx, id, rules.Heartbeat(player, gen))
+	if err == nil && res.Outcome == OutcomeApplied && s.live != nil {
+		s.live.touch(id, player, gen, s.clock.Now())
+	}
+	return res, err
+}
+
+// observeLocal tells the Observer and the advice book of a command answered
+// from memory.
+func (s *Service) observeLocal(ctx context.Context, id string, cmd rules.Command, res Result, now time.Time) {
+	if s.advice != nil {
+		s.advice.record(id, cmd, res)
+	}
+	if s.cfg.observer != nil {
+		s.cfg.observer.Observe(ctx, Observation{Lobby: id, Command: cmd, Result: res, At: now})
+	}
+}
+
+// timeOut commits the end of a held generation as of its deadline. It
+// reports whether the generation is settled (ended, or no longer held);
+// false: the commit failed, try again later.
+func (l *liveness) timeOut(ctx context.Context, id, player string, gen uint64) bool {
+	l.mu.Lock()
+	var at time.Time
+	if hl := l.lobbies[id]; hl != nil {
+		if g := hl.gens[heldKey{player, gen}]; g != nil {
+			at = g.deadline
+		}
+	}
+	l.mu.Unlock()
+	if at.IsZero() {
+		return true
+	}
+	_, err := l.s.transact(ctx, id, txn{cmd: rules.TimeOut(player, gen), at: at, internal: true})
+	if err != nil {
+		if ctx.Err() == nil {
+			l.s.log.Warn("lobby time-out failed", "lobby", id, "player", l.s.Pseudonym(player), "gen", gen, "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// expireLoop commits the ends of held generations whose deadlines pass,
+// each as of its deadline, until ctx is done.
+func (l *liveness) expireLoop(ctx context.Context) {
+	failures := 0
+	for {
+		now := l.s.clock.Now()
+		var todo []heldKey
+		var ids []string
+		l.mu.Lock()
+		for len(l.due) > 0 && !l.due[0].due.After(now) {
+			g := heap.Pop(&l.due).(*heldGen)
+			if g.lost {
+				// Nothing to commit: the session's deadline ends it.
+				if hl := l.lobbies[g.lobby]; hl != nil {
+					l.dropLocked(hl, g.lobby, g.key)
+				}
+				continue
+			}
+			todo, ids = append(todo, g.key), append(ids, g.lobby)
+		}
+		var next time.Time
+		if len(l.due) > 0 {
+			next = l.due[0].due
+		}
+		l.mu.Unlock()
+		if len(todo) > 0 {
+			failed := l.timeOuts(ctx, ids, todo)
+			if ctx.Err() != nil {
+				return
+			}
+			if failed > 0 {
+				failures++
+				retry := l.s.clock.Now().Add(backoff(failures))
+				l.mu.Lock()
+				for i, k := range todo {
+					if hl := l.lobbies[ids[i]]; hl != nil {
+						if g := hl.gens[k]; g != nil && g.index < 0 && !g.lost {
+							g.due = retry
+							heap.Push(&l.due, g)
+						}
+					}
+				}
+				l.mu.Unlock()
+			} else {
+				failures = 0
+			}
+			continue
+		}
+		target := now.Add(l.s.cfg.resync)
+		if !next.IsZero() && next.Before(target) {
+			target = next
+		}
+		if !l.s.waitUntil(ctx, target, l.poke) {
+			return
+		}
+	}
+}
+
+// timeOuts commits the time-outs of the generations keys[i] of lobbies
+// ids[i], a few at once, and returns how many failed.
+func (l *liveness) timeOuts(ctx context.Context, ids []string, keys []heldKey) int {
+	workers := min(l.s.cfg.sweepers, len(keys))
+	if l.s.hooks != nil {
+		workers = 1
+	}
+	var mu sync.Mutex
+	failed := 0
+	var wg sync.WaitGroup
+	next := 0
+	for range max(workers, 1) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(keys) || ctx.Err() != nil {
+					return
+				}
+				if !l.timeOut(ctx, ids[i], keys[i].player, keys[i].gen) {
+					mu.Lock()
+					failed++
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return failed
+}
+
+// newSessionID is 128 random bits in hex.
+func newSessionID() (string, error) {
+	var b [16]byte
+	if _, err := crand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lobby: session ID: %w", err)
+	}
+	return "s-" + hex.EncodeToString(b[:]), nil
+}
+
+// sessionLoop opens this Service's session, renews it about every third of
+// its TTL, and applies the sessions of other processes (and its own past
+// ones) whose deadlines have passed, until ctx is done.
+func (l *liveness) sessionLoop(ctx context.Context) {
+	failures := 0
+	for {
+		now := l.s.clock.Now()
+		wait := l.renewOnce(ctx, now)
+		if ctx.Err() != nil {
+			return
+		}
+		if err := l.applyExpired(ctx); err != nil && ctx.Err() == nil {
+			l.s.log.Warn("lobby expired sessions not applied", "err", err)
+		}
+		if wait < 0 {
+			failures++
+			wait = backoff(failures)
+			l.mu.Lock()
+			if l.id != "" {
+				// Keep trying before the deadline, and once at it.
+				wait = max(min(wait, l.deadline.Sub(now)), time.Millisecond)
+			}
+			l.mu.Unlock()
+		} else {
+			failures = 0
+		}
+		// From the time the renewal was judged at, so that renewals keep
+		// their pace however long each one took.
+		if !l.s.waitUntil(ctx, now.Add(wait), nil) {
+			return
+		}
+	}
+}
+
+// renewOnce opens or renews the session at now. It returns how long after
+// now to renew next, or a negative duration after a failure.
+func (l *liveness) renewOnce(ctx context.Context, now time.Time) time.Duration {
+	l.mu.Lock()
+	id, deadline, draining := l.id, l.deadline, l.draining
+	l.mu.Unlock()
+	if draining {
+		return l.ttl
+	}
+	if id != "" && !now.Before(deadline) {
+		// Past its deadline without a renewal: over, whatever the store
+		// says (others may have ended its connections already).
+		l.lose(id, deadline)
+		id = ""
+	}
+	next := now.Add(l.ttl)
+	if id == "" {
+		nid, err := newSessionID()
+		if err == nil {
+			err = l.ss.OpenSession(ctx, nid, next)
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				l.s.log.Warn("lobby session could not be opened", "err", err)
+			}
+			return -1
+		}
+		l.mu.Lock()
+		if !l.draining {
+			l.id, l.deadline = nid, next
+		}
+		l.mu.Unlock()
+		l.s.log.Info("lobby session opened", "session", nid, "deadline", next)
+		return l.ttl / 3
+	}
+	// A renewal that takes until the deadline could only succeed too
+	// late to be trusted.
+	rctx, cancel := context.WithTimeout(ctx, max(l.s.clock.Until(deadline), time.Millisecond))
+	err := l.ss.RenewSession(rctx, id, now, next)
+	cancel()
+	switch {
+	case err == nil:
+		l.mu.Lock()
+		if l.id == id && next.After(l.deadline) {
+			l.deadline = next
+		}
+		l.mu.Unlock()
+		return l.ttl / 3
+	case errors.Is(err, store.ErrSessionEnded):
+		l.s.log.Warn("lobby session ended before its renewal; its connections are over", "session", id, "deadline", deadline)
+		l.lose(id, deadline)
+		return 0 // open the next one at once
+	default:
+		if ctx.Err() == nil {
+			l.s.log.Warn("lobby session renewal failed", "session", id, "deadline", deadline, "err", err)
+		}
+		if !l.s.clock.Now().Before(deadline) {
+			l.lose(id, deadline)
+		}
+		return -1
+	}
+}
+
+// lose ends session id under this Service: every generation it held here
+// is over as of deadline (the others end them in the store), so their
+// sockets must rejoin. Rooms closes them at once; a Heartbeat on any of
+// them is told OutcomeStale.
+func (l *liveness) lose(id string, deadline time.Time) {
+	l.mu.Lock()
+	if l.id == id {
+		l.id = ""
+	}
+	ended := map[string][]Ended{}
+	for lid, hl := range l.lobbies {
+		for k, g := range hl.gens {
+			if g.session != id || g.lost {
+				continue
+			}
+			g.lost = true
+			ended[lid] = append(ended[lid], Ended{Player: k.player, Gen: k.gen, Cause: rules.EndTimedOut, At: deadline})
+			// Kept a while for the heartbeats that ask about it.
+			g.due = l.s.clock.Now().Add(max(hl.ttl, l.ttl))
+			if g.index >= 0 {
+				heap.Fix(&l.due, g.index)
+			} else {
+				heap.Push(&l.due, g)
+			}
+		}
+	}
+	hooks := l.lost
+	l.mu.Unlock()
+	poke(l.poke)
+	for lid, e := range ended {
+		for _, f := range hooks {
+			f(lid, e)
+		}
+	}
+}
+
+// applyExpired ends, in every lobby they hold, the generations of the
+// sessions whose deadlines have passed: one transition per lobby.
+func (l *liveness) applyExpired(ctx context.Context) error {
+	const batch = 64
+	var errs []error
+	now := l.s.clock.Now()
+	for range 16 { // a bounded pass; the next renewal goes on
+		expired, err := l.ss.ExpiredSessions(ctx, now, batch)
+		if err != nil {
+			return fmt.Errorf("lobby: expired sessions: %w", err)
+		}
+		progress := false
+		for _, e := range expired {
+			l.mu.Lock()
+			if !e.Deadline.IsZero() {
+				l.seen[e.ID] = e.Deadline
+			}
+			l.mu.Unlock()
+			after := ""
+			for {
+				ids, err := l.ss.SessionLobbies(ctx, e.ID, after, batch)
+				if err != nil {
+					return errors.Join(append(errs, fmt.Errorf("lobby: lobbies of session %q: %w", e.ID, err))...)
+				}
+				for _, id := range ids {
+					if _, err := l.s.transact(ctx, id, txn{cmd: rules.Tick(), internal: true}); err != nil {
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						errs = append(errs, fmt.Errorf("lobby %q: %w", id, err))
+						continue
+					}
+					progress = true
+				}
+				if len(ids) < batch {
+					break
+				}
+				after = ids[len(ids)-1]
+			}
+		}
+		if len(expired) < batch || !progress {
+			break
+		}
+	}
+	l.prune(now)
+	return errors.Join(errs...)
+}
+
+// prune forgets other sessions' deadlines long past.
+func (l *liveness) prune(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for id, d := range l.seen {
+		if d.Before(now.Add(-time.Minute)) {
+			delete(l.seen, id)
+		}
+	}
+}
+
+// Drain is the first step of a planned shutdown of this process: it ends,
+// in one transition per lobby, every connection its session holds, as
+// closes (reason disconnected), so that each member's grace starts now and
+// it can reconnect through another process without losing its place or
+// its host seat; then it ends the session in the store. Joins after Drain
+// get stored heartbeat deadlines, as on a store without sessions.
+//
+// Close the sockets after Drain, with a close code that tells clients to
+// reconnect at once (Rooms tells each Attachment's Sink End, as for any
+// connection ended in a commit). Stop Run afterwards, not before. On a
+// Service without a session Drain does nothing: report each socket's close
+// with Disconnect instead. Lobbies whose transition fails are reported in
+// the error, joined; the session is ended all the same, so the remaining
+// connections end at once wherever the lobby is next judged.
+func (s *Service) Drain(ctx context.Context) error {
+	l := s.live
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	id := l.id
+	l.draining = true
+	var lobbies []string
+	for lid, hl := range l.lobbies {
+		for _, g := range hl.gens {
+			if g.session == id && !g.lost {
+				lobbies = append(lobbies, lid)
+				break
+			}
+		}
+	}
+	l.mu.Unlock()
+	if id == "" {
+		return nil
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	next := 0
+	for range max(min(s.cfg.sweepers, len(lobbies)), 1) {
+		wg.Go(func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(lobbies) {
+					return
+				}
+				if _, err := s.transact(ctx, lobbies[i], txn{cmd: rules.Drain(id), internal: true}); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("lobby %q: drain: %w", lobbies[i], err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err := l.ss.EndSession(ctx, id, s.clock.Now()); err != nil {
+		errs = append(errs, fmt.Errorf("lobby: end session: %w", err))
+	}
+	l.mu.Lock()
+	if l.id == id {
+		l.id = ""
+	}
+	l.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// onLost registers f to be told of the generations of a session that
+// ended under this Service.
+func (l *liveness) onLost(f func(lobby string, ended []Ended)) {
+	l.mu.Lock()
+	l.lost = append(l.lost, f)
+	l.mu.Unlock()
+}
+
+// pollHeads, for a store without change notifications, looks at the log
+// heads of the lobbies this Service holds generations in: a lobby whose log
+// moved past what this Service last read has its next heartbeat judged
+// against the store (another process may have ended a generation there).
+func (l *liveness) pollHeads(ctx context.Context) error {
+	ids := l.heldLobbies()
+	if len(ids) == 0 {
+		return nil
+	}
+	heads, err := l.s.st.LogHeads(ctx, ids)
+	if err != nil {
+		return fmt.Errorf("lobby: log heads: %w", err)
+	}
+	for i, id := range ids {
+		if i < len(heads) {
+			l.heard(id, heads[i])
+		}
+	}
+	return nil
+}
+
+// Session returns the ID of the session this Service's joins go through
+// now: "" before Run has opened one, after Drain, on a store without
+// sessions, or with WithSessionTTL(0). It is for logs and diagnostics.
+func (s *Service) Session() string {
+	if s.live == nil {
+		return ""
+	}
+	return s.live.session(s.clock.Now())
+}
