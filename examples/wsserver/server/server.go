@@ -275,15 +275,22 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// Shutdown stops accepting sockets and closes every attached one with
-// status 1001 (going away). Each closed socket is reported to the lobby as
-// closed, so its member turns reconnecting and may come back to another
-// process within the grace. Shutdown waits for the sockets' handlers to
-// finish, or returns ctx's error when ctx ends first. Call it before
-// cancelling Run's context, so that the closes are committed.
+// Shutdown drains the server: it stops accepting sockets, ends every
+// connection this process's lobby session holds at once (lobby.Service.Drain:
+// one transition per lobby, each member whose last socket it was turning
+// reconnecting, its grace starting now, the host keeping its seat), then
+// ends the session and closes every socket with status 1001 (going away),
+// which sends clients straight to another process. A socket whose
+// connection stores its heartbeat deadline (no session) is reported closed
+// as it goes. Shutdown waits for the sockets' handlers to finish, or
+// returns ctx's error when ctx ends first. Call it before cancelling Run's
+// context, so that the closes are committed.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.draining.Store(true)
 	done := s.conns.close()
+	if err := s.svc.Drain(ctx); err != nil {
+		s.log.Warn("drain incomplete; the rest of this process's connections end with its session", "err", err)
+	}
 	for _, c := range s.hub.allClients() {
 		c.kick(websocket.StatusGoingAway, "server shutting down", false)
 	}

@@ -11,7 +11,8 @@ import (
 
 // storeMethods are the values of the method label of
 // lobbyhost_store_calls_total, one per store call the server counts.
-var storeMethods = []string{"Load", "Write", "WriteBatch", "Delete", "Due", "Claim", "ReadLog", "LogHeads", "TrimLog", "ClaimLog", "CommitLog", "RegisterConsumer"}
+var storeMethods = []string{"Load", "Write", "WriteBatch", "Delete", "Due", "Claim", "ReadLog", "LogHeads", "TrimLog", "ClaimLog", "CommitLog", "RegisterConsumer",
+	"OpenSession", "RenewSession", "EndSession", "SessionDeadlines", "ExpiredSessions", "SessionLobbies"}
 
 // countingStore passes every call to the store it wraps and counts it by
 // method, so that /metrics shows what the server costs its store (e.g.
@@ -23,25 +24,62 @@ type countingStore struct {
 }
 
 // countStore wraps st in a countingStore that counts into vec. The result
-// is a store.Claimer, a store.Notifier or a store.BatchWriter exactly when
-// st is one, so the lobby Service makes the same choices as with st itself.
+// offers exactly the capabilities of st (store.Claimer, store.Notifier,
+// store.BatchWriter, store.Sessions), so the lobby Service makes the same
+// choices as with st itself.
 func countStore(st store.Store, vec *prometheus.CounterVec) store.Store {
 	c := &countingStore{inner: st, calls: make(map[string]prometheus.Counter, len(storeMethods))}
 	for _, m := range storeMethods {
 		c.calls[m] = vec.WithLabelValues(m)
 	}
-	var (
-		claimer store.Claimer
-		batcher store.BatchWriter
-	)
-	if cl, ok := st.(store.Claimer); ok {
-		claimer = countingClaimer{cl, c.calls["Claim"]}
+	caps := store.Of(st)
+	if caps.Claimer != nil {
+		caps.Claimer = countingClaimer{caps.Claimer, c.calls["Claim"]}
 	}
-	if bw, ok := st.(store.BatchWriter); ok {
-		batcher = countingBatcher{bw, c.calls["WriteBatch"]}
+	if caps.BatchWriter != nil {
+		caps.BatchWriter = countingBatcher{caps.BatchWriter, c.calls["WriteBatch"]}
 	}
-	notifier, _ := st.(store.Notifier)
-	return store.Compose(c, claimer, notifier, batcher)
+	if caps.Sessions != nil {
+		caps.Sessions = countingSessions{caps.Sessions, c.calls}
+	}
+	return store.ComposeWith(c, caps)
+}
+
+// countingSessions counts the session calls: one renewal per process per
+// third of the session TTL is what the store pays for liveness.
+type countingSessions struct {
+	inner store.Sessions
+	calls map[string]prometheus.Counter
+}
+
+func (c countingSessions) OpenSession(ctx context.Context, id string, deadline time.Time) error {
+	c.calls["OpenSession"].Inc()
+	return c.inner.OpenSession(ctx, id, deadline)
+}
+
+func (c countingSessions) RenewSession(ctx context.Context, id string, now, deadline time.Time) error {
+	c.calls["RenewSession"].Inc()
+	return c.inner.RenewSession(ctx, id, now, deadline)
+}
+
+func (c countingSessions) EndSession(ctx context.Context, id string, at time.Time) error {
+	c.calls["EndSession"].Inc()
+	return c.inner.EndSession(ctx, id, at)
+}
+
+func (c countingSessions) SessionDeadlines(ctx context.Context, ids []string) ([]time.Time, error) {
+	c.calls["SessionDeadlines"].Inc()
+	return c.inner.SessionDeadlines(ctx, ids)
+}
+
+func (c countingSessions) ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]store.SessionDeadline, error) {
+	c.calls["ExpiredSessions"].Inc()
+	return c.inner.ExpiredSessions(ctx, now, limit)
+}
+
+func (c countingSessions) SessionLobbies(ctx context.Context, id, after string, limit int) ([]string, error) {
+	c.calls["SessionLobbies"].Inc()
+	return c.inner.SessionLobbies(ctx, id, after, limit)
 }
 
 // countingBatcher counts a batch as one call: it is one round trip.

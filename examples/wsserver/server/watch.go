@@ -81,6 +81,11 @@ func (c *client) Start(a *lobby.Attachment, snap lobby.Snapshot) {
 // generation, here or on another process. The socket is closed with the
 // close code of the cause, after what is queued for it.
 func (c *client) End(e lobby.Ended) {
+	if c.s.draining.Load() {
+		// Ended by this process's drain: reconnect elsewhere at once.
+		c.kick(websocket.StatusGoingAway, "server shutting down", false)
+		return
+	}
 	switch e.Cause {
 	case lobby.EndKicked:
 		c.kick(CloseKicked, "removed from the lobby by the host", false)
