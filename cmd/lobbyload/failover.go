@@ -17,7 +17,7 @@ import (
 // foFlags are the flags of the failover scenario only.
 type foFlags struct {
 	players, concurrency, closeConcurrency *int
-	grace, timeout                         *time.Duration
+	grace, timeout, idle                   *time.Duration
 	pids, label, html, drops               *string
 }
 
@@ -31,6 +31,7 @@ func failoverFlags(fs *flag.FlagSet) foFlags {
 		pids:             fs.String("pid", "", "failover: comma-separated PIDs of the server processes, for CPU and memory figures (Linux /proc)"),
 		label:            fs.String("label", "", "failover: the server's name in the report and the table"),
 		html:             fs.String("html", "", "failover: also write an HTML report with plots to this file"),
+		idle:             fs.Duration("idle", 0, "failover: once the rooms are full, hold every socket open (heartbeating) this long and report the server's store calls per second, before the hosts drop"),
 		drops:            fs.String("drops", "", "failover: comma-separated drop styles the rooms take in turn: handshake, fin (TCP close, no close frame), rst (TCP reset) (default handshake,rst; burst: all three)"),
 	}
 }
@@ -49,7 +50,7 @@ func (f foFlags) run(ctx context.Context, server string, rooms int, burst bool, 
 	rep, err := load.Failover(ctx, load.NewClient(), load.FailoverConfig{
 		Server: server, Rooms: rooms, Players: *f.players, Concurrency: *f.concurrency,
 		CloseConcurrency: *f.closeConcurrency, Burst: burst, Drops: drops, Grace: *f.grace, Timeout: *f.timeout,
-		PIDs: pids, Prefix: prefix, Label: *f.label,
+		PIDs: pids, Prefix: prefix, Label: *f.label, Idle: *f.idle,
 		Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, "lobbyload: "+f+"\n", a...) },
 	})
 	if err != nil {

@@ -31,6 +31,8 @@
 #   GRACE     the servers' grace, passed to lobbyload too [200ms]
 #   HEARTBEAT_TTL  -heartbeat-ttl of wsserver and minserver [unset: their
 #             default, 15s, with pings and heartbeats; 0 turns them off]
+#   IDLE      lobbyload -idle: hold every socket open this long before the
+#             drops and report the server's store calls per second [unset]
 #   BASE      a git revision of this repository: also measure the example
 #             server built from it, as kinds base-memory, base-postgres and
 #             base-redis beside each wsserver kind [unset]
@@ -55,6 +57,8 @@ drops=()
 [[ -n ${DROPS:-} ]] && drops=(-drops "$DROPS")
 hb=()
 [[ -n ${HEARTBEAT_TTL:-} ]] && hb=(-heartbeat-ttl "$HEARTBEAT_TTL")
+idle=()
+[[ -n ${IDLE:-} ]] && idle=(-idle "$IDLE")
 out=${OUT:-$(mktemp -d /tmp/lobbyload-table.XXXXXX)}
 mkdir -p "$out"
 
@@ -143,7 +147,7 @@ for run in $(seq 1 "$runs"); do
 		echo "=== $scenario, $kind, run $run of $runs: $url (pid $pid), $rooms rooms × $players players, grace $grace" >&2
 		html=()
 		[[ $run == "$runs" ]] && html=(-html "$out/$kind.html")
-		if "${pin_load[@]}" "$out/lobbyload" -scenario "$scenario" "${drops[@]}" -servers "$url" -rooms "$rooms" -players "$players" \
+		if "${pin_load[@]}" "$out/lobbyload" -scenario "$scenario" "${drops[@]}" "${idle[@]}" -servers "$url" -rooms "$rooms" -players "$players" \
 			-concurrency "$concurrency" -close-concurrency "$close_concurrency" -grace "$grace" -pid "$pid" -label "$kind" -json "$log.json" "${html[@]}" >&2; then
 			reports+=("$log.json")
 		else

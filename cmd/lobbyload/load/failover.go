@@ -92,6 +92,10 @@ type FailoverConfig struct {
 	Prefix string
 	// Label names the server in the report and the table (optional).
 	Label string
+	// Idle, if positive, holds every socket open and heartbeating this
+	// long once the rooms are full, before the hosts drop, and reports the
+	// server's store calls per second meanwhile (IdleStoreCalls).
+	Idle time.Duration
 	// Logf, if set, receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -405,7 +409,11 @@ func Failover(ctx context.Context, c *Client, cfg FailoverConfig) (*FailoverRepo
 	rep.JoinSeconds = joinAll(ctx, c, newRawDialer(), cfg, rooms, errs)
 	cfg.Logf("joins: %d rooms × %d players in %.1fs", cfg.Rooms, cfg.Players, rep.JoinSeconds)
 	awaitFullMembership(ctx, rooms, errs)
-	rep.JoinPhase, phase = phase.end(), startPhase(res)
+	rep.JoinPhase = phase.end()
+	if cfg.Idle > 0 {
+		idle(ctx, c, cfg, rep, errs)
+	}
+	phase = startPhase(res)
 
 	rep.CloseSeconds = closeHosts(ctx, cfg, rooms, errs)
 	awaitFailover(ctx, cfg, rooms)

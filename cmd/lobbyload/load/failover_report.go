@@ -30,6 +30,13 @@ type FailoverReport struct {
 	ErrorCount int      `json:"errorCount"`
 	Errors     []string `json:"errors,omitempty"`
 
+	// IdleSeconds is how long every socket sat idle (heartbeating) before
+	// the drops; IdleStoreCalls the server's store calls per second in
+	// that time, by method, as its /metrics counted them (empty for a
+	// server that does not export them).
+	IdleSeconds    float64            `json:"idleSeconds,omitempty"`
+	IdleStoreCalls map[string]float64 `json:"idleStoreCalls,omitempty"`
+
 	// JoinSeconds is the join phase's wall time; PlayersPerSecond is
 	// Players / JoinSeconds.
 	JoinSeconds      float64 `json:"joinSeconds"`
@@ -273,6 +280,9 @@ func (r *FailoverReport) WriteText(w io.Writer) {
 		r.Players, r.JoinSeconds, r.PlayersPerSecond, r.RoomsLeftOut, r.ErrorCount)
 	fmt.Fprintf(w, "wrong successors %d, split-brain %d, out of order %d, duplicates %d, sockets lost %d, unsettled %d\n",
 		r.WrongSuccessors, r.SplitBrain, r.OutOfOrder, r.Duplicates, r.SocketsLost, r.Unsettled)
+	if r.IdleSeconds > 0 {
+		fmt.Fprintf(w, "idle %.0fs, every socket heartbeating: store calls/s %s\n", r.IdleSeconds, formatCalls(r.IdleStoreCalls))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "latency (ms)\tcount\tp50\tp99\tmax\tno failover\toverlapped\t")
 	row := func(name string, s LatencySummary, none, overlapped string) {

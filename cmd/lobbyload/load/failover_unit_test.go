@@ -128,3 +128,10 @@ func TestSplitOverlapped(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatCallsBusiestFirstWithTotal(t *testing.T) {
+	got := formatCalls(map[string]float64{"Load": 0.5, "RenewSession": 0.2, "Write": 3, "Due": 0.5})
+	if want := "Write 3.00, Due 0.50, Load 0.50, RenewSession 0.20, total 4.20"; got != want {
+		t.Fatalf("formatCalls = %q, want %q", got, want)
+	}
+}
