@@ -640,6 +640,7 @@ func mpRun(t *testing.T, bin string, storeArgs ...string) {
 		}
 		return false
 	}
+	var slowest time.Duration
 	for _, o := range orphans {
 		if rejoined(o.room, o.user) {
 			continue
@@ -664,13 +665,20 @@ func mpRun(t *testing.T, bin string, storeArgs ...string) {
 		ok := false
 		deadline := time.Now().Add(mpHeartbeatTTL + mpGrace + mpGuard)
 		for !ok && time.Now().Before(deadline) && !witness.ended() {
-			ok = slices.ContainsFunc(witness.snapshot(), timedOut)
+			states := witness.snapshot()
+			if i := slices.IndexFunc(states, timedOut); i >= 0 {
+				ok = true
+				slowest = max(slowest, states[i].at.Sub(killedAt))
+			}
 			time.Sleep(50 * time.Millisecond) // polling the recorded stream
 		}
 		if !ok && !rejoined(o.room, o.user) {
 			t.Errorf("%v on the killed process: %v never saw its player time out", o, witness)
 		}
 	}
+	// A figure, not a check: the session TTL (the heartbeat TTL here)
+	// bounds it, plus a renewal interval and the time to apply.
+	t.Logf("kill -9 to the last of its players shown timed out on another process: %v (session TTL %v)", slowest.Round(time.Millisecond), mpHeartbeatTTL)
 
 	// A marker change in every room: each live socket must get it, and with
 	// a gapless stream that means it got everything before it.

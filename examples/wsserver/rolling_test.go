@@ -19,11 +19,13 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -171,7 +173,16 @@ func rollingRun(t *testing.T, node, bin string, storeArgs ...string) {
 	var players []map[string]string
 	byKey := map[string]*rrPlayer{}
 	var rooms []string
-	for r := range 4 {
+	// LOBBYHOST_ROLLING_ROOMS scales the run up for a measurement by hand.
+	nrooms := 4
+	if v := os.Getenv("LOBBYHOST_ROLLING_ROOMS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			t.Fatalf("LOBBYHOST_ROLLING_ROOMS=%q: want a positive number", v)
+		}
+		nrooms = n
+	}
+	for r := range nrooms {
 		room := randomName(fmt.Sprintf("roll%d-", r))
 		rooms = append(rooms, room)
 		for _, u := range []string{"ann", "bob", "cat"} {
