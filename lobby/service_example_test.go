@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 
@@ -55,4 +56,40 @@ func ExampleService_Watch() {
 	// close ana's connection 1: superseded
 	// revision 3: kicked bo (host ana)
 	// close bo's connection 2: kicked
+}
+
+// A process shutting down on purpose drains: the connections its session
+// holds end at once as closes, in one transition per lobby, so each
+// player's grace starts now and the host keeps its seat while its client
+// reconnects to another process.
+func ExampleService_Drain() {
+	ctx := context.Background()
+	shared := memstore.New()
+	clock := clockwork.NewFakeClock()
+	leaving, _ := lobby.NewService(shared, lobby.WithClock(clock))
+	staying, _ := lobby.NewService(shared, lobby.WithClock(clock))
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	go leaving.Run(runCtx) // Run opens the session the joins go through
+	for leaving.Session() == "" {
+		time.Sleep(time.Millisecond)
+	}
+	leaving.Join(ctx, "duel", "ana", nil)
+	leaving.Join(ctx, "duel", "bo", nil)
+
+	if err := leaving.Drain(ctx); err != nil {
+		fmt.Println(err)
+	}
+	snap, _ := staying.Snapshot(ctx, "duel")
+	fmt.Println("host:", snap.Host)
+	for _, m := range snap.Members {
+		fmt.Println(m.Player, m.Status)
+	}
+	res, _ := staying.Join(ctx, "duel", "ana", nil) // ana's client, back through another process
+	fmt.Println(res.Events[0].Reason, "host:", res.Events[0].Host)
+	// Output:
+	// host: ana
+	// ana reconnecting
+	// bo reconnecting
+	// reconnected host: ana
 }
