@@ -25,7 +25,6 @@ type counted struct {
 	// renewFail, while set, makes every renewal and load fail as an
 	// unreachable store would.
 	renewFail atomic.Bool
-	sessions  store.Sessions
 }
 
 func (c *counted) Write(ctx context.Context, w store.Write) error {
