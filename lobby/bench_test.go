@@ -273,6 +273,17 @@ func BenchmarkSweep100kLeases(b *testing.B) {
 // store, once per process). It is a measurement, not a timing claim, and
 // reports the figure with -v.
 func TestIdleLobbyMemory(t *testing.T) {
+	idleLobbyMemory(t, false, 2112)
+}
+
+// TestIdleHeldLobbyMemory is TestIdleLobbyMemory with the connections held
+// by the Service's session, whose heartbeat deadlines it keeps in memory
+// instead of the store. Target: ≤ 3,072 bytes each.
+func TestIdleHeldLobbyMemory(t *testing.T) {
+	idleLobbyMemory(t, true, 3072)
+}
+
+func idleLobbyMemory(t *testing.T, held bool, target float64) {
 	if testing.Short() {
 		t.Skip("measures 20,000 lobbies; skipped with -short")
 	}
@@ -282,6 +293,10 @@ func TestIdleLobbyMemory(t *testing.T) {
 	svc, err := lobby.NewService(mem, lobby.WithClock(clock))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if held {
+		stop := running(t, svc)
+		defer stop()
 	}
 	// Warm up a few, so one-time allocations do not count.
 	for i := 0; i < 100; i++ {
@@ -302,9 +317,9 @@ func TestIdleLobbyMemory(t *testing.T) {
 	drainOutbox(t, svc) // idle
 	after := heapInUse()
 	per := float64(after-before) / n
-	t.Logf("idle 4-player lobby: %.0f bytes of heap each (store + deadline index + service cache)", per)
-	if per > 2112 {
-		t.Errorf("idle lobby costs %.0f bytes, target ≤ 2112", per)
+	t.Logf("idle 4-player lobby (held by a session: %v): %.0f bytes of heap each (store + deadline index + service cache + held connections)", held, per)
+	if per > target {
+		t.Errorf("idle lobby costs %.0f bytes, target ≤ %.0f", per, target)
 	}
 	runtime.KeepAlive(svc)
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -43,6 +44,7 @@ type liveness struct {
 	deadline time.Time // its deadline as last renewed
 	draining bool
 	lobbies  map[string]*heldLobby
+	gens     map[heldRef]*heldGen
 	due      heldHeap // held generations with a deadline, earliest first
 	seen     map[string]time.Time
 	// lost are told of the generations of a session that ended under
@@ -54,7 +56,8 @@ type liveness struct {
 
 // heldLobby is one lobby in which this Service's session holds generations.
 type heldLobby struct {
-	gens map[heldKey]*heldGen
+	id   string
+	gens []*heldGen
 	// known is the lobby version at which gens were last checked against
 	// the lobby; heard the highest version another process is known to
 	// have committed (math.MaxUint64: unknown, after lost notifications).
@@ -68,22 +71,25 @@ type heldLobby struct {
 	writing, noted uint64
 }
 
-type heldKey struct {
-	player string
-	gen    uint64
+// heldRef finds a held generation: generations are unique per lobby.
+type heldRef struct {
+	lobby string
+	gen   uint64
 }
 
-// heldGen is a generation this Service's session holds.
+// heldGen is a generation this Service's session holds. It is small: a
+// process holds one per socket.
 type heldGen struct {
-	lobby   string
-	key     heldKey
+	hl      *heldLobby
+	player  string
+	gen     uint64
 	session string
-	// deadline is its heartbeat deadline (zero: none, heartbeats off);
-	// due is when the expiry loop next looks at it (its deadline, or a
-	// retry after a failed commit); index is its place in the heap (-1:
-	// not in it).
-	deadline, due time.Time
-	index         int
+	// deadline is its heartbeat deadline (Unix ns; 0: none, heartbeats
+	// off); due is when the expiry loop next looks at it (its deadline,
+	// or a retry after a failed commit); index is its place in the heap
+	// (-1: not in it).
+	deadline, due int64
+	index         int32
 	// lost: its session ended under this Service; a heartbeat is told
 	// it is stale, without a store call.
 	lost bool
@@ -92,14 +98,14 @@ type heldGen struct {
 type heldHeap []*heldGen
 
 func (h heldHeap) Len() int           { return len(h) }
-func (h heldHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h heldHeap) Less(i, j int) bool { return h[i].due < h[j].due }
 func (h heldHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+	h[i].index, h[j].index = int32(i), int32(j)
 }
 func (h *heldHeap) Push(x any) {
 	g := x.(*heldGen)
-	g.index = len(*h)
+	g.index = int32(len(*h))
 	*h = append(*h, g)
 }
 func (h *heldHeap) Pop() any {
@@ -130,6 +136,7 @@ func newLiveness(s *Service) *liveness {
 	return &liveness{
 		s: s, ss: ss, own: ttl > 0, ttl: ttl,
 		lobbies: make(map[string]*heldLobby),
+		gens:    make(map[heldRef]*heldGen),
 		seen:    make(map[string]time.Time),
 		poke:    make(chan struct{}, 1),
 	}
@@ -214,7 +221,7 @@ func (l *liveness) committed(id string, st *rules.State, version uint64, cmd rul
 		return
 	}
 	if hl == nil {
-		hl = &heldLobby{gens: make(map[heldKey]*heldGen)}
+		hl = &heldLobby{id: id}
 		l.lobbies[id] = hl
 	}
 	if version >= hl.known {
@@ -224,48 +231,70 @@ func (l *liveness) committed(id string, st *rules.State, version uint64, cmd rul
 		}
 	}
 	hl.ttl = st.Overrides.Apply(l.s.m.Policy()).HeartbeatTTL
-	for k, g := range hl.gens {
-		if !g.lost && !holds(st, k, g.session) {
-			l.dropLocked(hl, id, k)
+	kept := hl.gens[:0]
+	for _, g := range hl.gens {
+		if g.lost || holds(st, g.player, g.gen, g.session) {
+			kept = append(kept, g)
+		} else {
+			l.forget(g)
 		}
 	}
+	clear(hl.gens[len(kept):])
+	hl.gens = kept
 	if joined {
-		l.lobbies[id] = hl
-		k := heldKey{cmd.Player, res.Gen}
-		g := &heldGen{lobby: id, key: k, session: cmd.Session, index: -1}
-		hl.gens[k] = g
+		g := &heldGen{hl: hl, player: cmd.Player, gen: res.Gen, session: cmd.Session, index: -1}
+		hl.gens = append(hl.gens, g)
+		l.gens[heldRef{id, res.Gen}] = g
 		l.arm(g, hl.ttl, now)
+	}
+	if len(hl.gens) == 0 {
+		delete(l.lobbies, id)
 	}
 }
 
-// holds reports whether st has generation k live and held by session.
-func holds(st *rules.State, k heldKey, session string) bool {
-	mem := st.Member(k.player)
+// holds reports whether st has generation gen of player live and held by
+// session.
+func holds(st *rules.State, player string, gen uint64, session string) bool {
+	mem := st.Member(player)
 	if mem == nil {
 		return false
 	}
 	for _, c := range mem.Conns {
-		if c.Gen == k.gen {
+		if c.Gen == gen {
 			return c.Session == session
 		}
 	}
 	return false
 }
 
+// find returns the held generation gen of player in lobby id, or nil;
+// l.mu is held.
+func (l *liveness) find(id, player string, gen uint64) *heldGen {
+	if g := l.gens[heldRef{id, gen}]; g != nil && g.player == player {
+		return g
+	}
+	return nil
+}
+
 // arm sets g's heartbeat deadline to now + ttl (none for a zero ttl).
 // l.mu is held.
 func (l *liveness) arm(g *heldGen, ttl time.Duration, now time.Time) {
 	if ttl <= 0 {
-		g.deadline, g.due = time.Time{}, time.Time{}
+		g.deadline, g.due = 0, 0
 		if g.index >= 0 {
-			heap.Remove(&l.due, g.index)
+			heap.Remove(&l.due, int(g.index))
 		}
 		return
 	}
-	g.deadline = now.Add(ttl)
+	g.deadline = now.Add(ttl).UnixNano()
 	g.due = g.deadline
+	l.schedule(g)
+}
+
+// schedule puts g in the heap at g.due, or moves it there; l.mu is held.
+func (l *liveness) schedule(g *heldGen) {
 	if g.index >= 0 {
-		heap.Fix(&l.due, g.index)
+		heap.Fix(&l.due, int(g.index))
 	} else {
 		heap.Push(&l.due, g)
 	}
@@ -274,18 +303,27 @@ func (l *liveness) arm(g *heldGen, ttl time.Duration, now time.Time) {
 	}
 }
 
-// dropLocked stops holding generation k of lobby id; l.mu is held.
-func (l *liveness) dropLocked(hl *heldLobby, id string, k heldKey) {
-	g := hl.gens[k]
-	if g == nil {
-		return
-	}
+// forget removes g from the index and the heap, not from its lobby's
+// list; l.mu is held.
+func (l *liveness) forget(g *heldGen) {
 	if g.index >= 0 {
-		heap.Remove(&l.due, g.index)
+		heap.Remove(&l.due, int(g.index))
 	}
-	delete(hl.gens, k)
-	if len(hl.gens) == 0 {
-		delete(l.lobbies, id)
+	delete(l.gens, heldRef{g.hl.id, g.gen})
+}
+
+// drop stops holding g; l.mu is held.
+func (l *liveness) drop(g *heldGen) {
+	if l.gens[heldRef{g.hl.id, g.gen}] != g {
+		return // dropped already
+	}
+	l.forget(g)
+	hl := g.hl
+	if i := slices.Index(hl.gens, g); i >= 0 {
+		hl.gens = slices.Delete(hl.gens, i, i+1)
+	}
+	if len(hl.gens) == 0 && l.lobbies[hl.id] == hl {
+		delete(l.lobbies, hl.id)
 	}
 }
 
@@ -365,31 +403,26 @@ func (l *liveness) heldLobbies() []string {
 func (l *liveness) beat(id, player string, gen uint64, now time.Time) (res Result, done, expired bool, over string, at time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	hl := l.lobbies[id]
-	if hl == nil {
-		return
-	}
-	k := heldKey{player, gen}
-	g := hl.gens[k]
+	g := l.find(id, player, gen)
 	switch {
 	case g == nil:
 		return
 	case g.lost:
-		l.dropLocked(hl, id, k)
-		return Result{Outcome: OutcomeStale, Revision: hl.rev}, true, false, "", time.Time{}
+		l.drop(g)
+		return Result{Outcome: OutcomeStale, Revision: g.hl.rev}, true, false, "", time.Time{}
 	case g.session == l.id && !now.Before(l.deadline):
-		return Result{Outcome: OutcomeStale, Revision: hl.rev}, true, false, l.id, l.deadline
-	case !g.deadline.IsZero() && !now.Before(g.deadline):
+		return Result{Outcome: OutcomeStale, Revision: g.hl.rev}, true, false, l.id, l.deadline
+	case g.deadline != 0 && now.UnixNano() >= g.deadline:
 		expired = true
 		return
-	case hl.heard > hl.known:
+	case g.hl.heard > g.hl.known:
 		return // another process committed since
 	}
-	res = Result{Outcome: OutcomeApplied, Revision: hl.rev}
-	if !g.deadline.IsZero() {
-		res.Slack = g.deadline.Sub(now)
+	res = Result{Outcome: OutcomeApplied, Revision: g.hl.rev}
+	if g.deadline != 0 {
+		res.Slack = time.Duration(g.deadline - now.UnixNano())
 	}
-	l.arm(g, hl.ttl, now)
+	l.arm(g, g.hl.ttl, now)
 	return res, true, false, "", time.Time{}
 }
 
@@ -398,10 +431,8 @@ func (l *liveness) beat(id, player string, gen uint64, now time.Time) (res Resul
 func (l *liveness) touch(id, player string, gen uint64, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if hl := l.lobbies[id]; hl != nil {
-		if g := hl.gens[heldKey{player, gen}]; g != nil && !g.lost {
-			l.arm(g, hl.ttl, now)
-		}
+	if g := l.find(id, player, gen); g != nil && !g.lost {
+		l.arm(g, g.hl.ttl, now)
 	}
 }
 
@@ -457,17 +488,15 @@ func (s *Service) observeLocal(ctx context.Context, id string, cmd rules.Command
 // false: the commit failed, try again later.
 func (l *liveness) timeOut(ctx context.Context, id, player string, gen uint64) bool {
 	l.mu.Lock()
-	var at time.Time
-	if hl := l.lobbies[id]; hl != nil {
-		if g := hl.gens[heldKey{player, gen}]; g != nil {
-			at = g.deadline
-		}
+	var at int64
+	if g := l.find(id, player, gen); g != nil {
+		at = g.deadline
 	}
 	l.mu.Unlock()
-	if at.IsZero() {
+	if at == 0 {
 		return true
 	}
-	_, err := l.s.transact(ctx, id, txn{cmd: rules.TimeOut(player, gen), at: at, internal: true})
+	_, err := l.s.transact(ctx, id, txn{cmd: rules.TimeOut(player, gen), at: time.Unix(0, at), internal: true})
 	if err != nil {
 		if ctx.Err() == nil {
 			l.s.log.Warn("lobby time-out failed", "lobby", id, "player", l.s.Pseudonym(player), "gen", gen, "err", err)
@@ -483,40 +512,35 @@ func (l *liveness) expireLoop(ctx context.Context) {
 	failures := 0
 	for {
 		now := l.s.clock.Now()
-		var todo []heldKey
-		var ids []string
+		var todo []*heldGen
 		l.mu.Lock()
-		for len(l.due) > 0 && !l.due[0].due.After(now) {
+		for len(l.due) > 0 && l.due[0].due <= now.UnixNano() {
 			g := heap.Pop(&l.due).(*heldGen)
 			if g.lost {
 				// Nothing to commit: the session's deadline ends it.
-				if hl := l.lobbies[g.lobby]; hl != nil {
-					l.dropLocked(hl, g.lobby, g.key)
-				}
+				l.drop(g)
 				continue
 			}
-			todo, ids = append(todo, g.key), append(ids, g.lobby)
+			todo = append(todo, g)
 		}
-		var next time.Time
+		var next int64
 		if len(l.due) > 0 {
 			next = l.due[0].due
 		}
 		l.mu.Unlock()
 		if len(todo) > 0 {
-			failed := l.timeOuts(ctx, ids, todo)
+			failed := l.timeOuts(ctx, todo)
 			if ctx.Err() != nil {
 				return
 			}
-			if failed > 0 {
+			if len(failed) > 0 {
 				failures++
-				retry := l.s.clock.Now().Add(backoff(failures))
+				retry := l.s.clock.Now().Add(backoff(failures)).UnixNano()
 				l.mu.Lock()
-				for i, k := range todo {
-					if hl := l.lobbies[ids[i]]; hl != nil {
-						if g := hl.gens[k]; g != nil && g.index < 0 && !g.lost {
-							g.due = retry
-							heap.Push(&l.due, g)
-						}
+				for _, g := range failed {
+					if l.gens[heldRef{g.hl.id, g.gen}] == g && g.index < 0 && !g.lost {
+						g.due = retry
+						l.schedule(g)
 					}
 				}
 				l.mu.Unlock()
@@ -526,8 +550,8 @@ func (l *liveness) expireLoop(ctx context.Context) {
 			continue
 		}
 		target := now.Add(l.s.cfg.resync)
-		if !next.IsZero() && next.Before(target) {
-			target = next
+		if next != 0 && next < target.UnixNano() {
+			target = time.Unix(0, next)
 		}
 		if !l.s.waitUntil(ctx, target, l.poke) {
 			return
@@ -535,15 +559,15 @@ func (l *liveness) expireLoop(ctx context.Context) {
 	}
 }
 
-// timeOuts commits the time-outs of the generations keys[i] of lobbies
-// ids[i], a few at once, and returns how many failed.
-func (l *liveness) timeOuts(ctx context.Context, ids []string, keys []heldKey) int {
-	workers := min(l.s.cfg.sweepers, len(keys))
+// timeOuts commits the time-outs of gens, a few at once, and returns those
+// that failed. (A generation's lobby, player and number never change.)
+func (l *liveness) timeOuts(ctx context.Context, gens []*heldGen) []*heldGen {
+	workers := min(l.s.cfg.sweepers, len(gens))
 	if l.s.hooks != nil {
 		workers = 1
 	}
 	var mu sync.Mutex
-	failed := 0
+	var failed []*heldGen
 	var wg sync.WaitGroup
 	next := 0
 	for range max(workers, 1) {
@@ -553,12 +577,13 @@ func (l *liveness) timeOuts(ctx context.Context, ids []string, keys []heldKey) i
 				i := next
 				next++
 				mu.Unlock()
-				if i >= len(keys) || ctx.Err() != nil {
+				if i >= len(gens) || ctx.Err() != nil {
 					return
 				}
-				if !l.timeOut(ctx, ids[i], keys[i].player, keys[i].gen) {
+				g := gens[i]
+				if !l.timeOut(ctx, g.hl.id, g.player, g.gen) {
 					mu.Lock()
-					failed++
+					failed = append(failed, g)
 					mu.Unlock()
 				}
 			}
@@ -684,20 +709,17 @@ func (l *liveness) lose(id string, deadline time.Time) {
 		l.id = ""
 	}
 	ended := map[string][]Ended{}
+	retain := l.s.clock.Now().Add(max(l.ttl, l.s.m.Policy().HeartbeatTTL)).UnixNano()
 	for lid, hl := range l.lobbies {
-		for k, g := range hl.gens {
+		for _, g := range hl.gens {
 			if g.session != id || g.lost {
 				continue
 			}
 			g.lost = true
-			ended[lid] = append(ended[lid], Ended{Player: k.player, Gen: k.gen, Cause: rules.EndTimedOut, At: deadline})
+			ended[lid] = append(ended[lid], Ended{Player: g.player, Gen: g.gen, Cause: rules.EndTimedOut, At: deadline})
 			// Kept a while for the heartbeats that ask about it.
-			g.due = l.s.clock.Now().Add(max(hl.ttl, l.ttl))
-			if g.index >= 0 {
-				heap.Fix(&l.due, g.index)
-			} else {
-				heap.Push(&l.due, g)
-			}
+			g.due = retain
+			l.schedule(g)
 		}
 	}
 	hooks := l.lost
