@@ -507,11 +507,19 @@ func (l *liveness) timeOut(ctx context.Context, id, player string, gen uint64) b
 }
 
 // expireLoop commits the ends of held generations whose deadlines pass,
-// each as of its deadline, until ctx is done.
+// each as of its deadline, until ctx is done. It also gives the session up
+// at its deadline if no renewal came by then, even while the session loop
+// is stuck on a store that does not answer.
 func (l *liveness) expireLoop(ctx context.Context) {
 	failures := 0
 	for {
 		now := l.s.clock.Now()
+		l.mu.Lock()
+		id, deadline := l.id, l.deadline
+		l.mu.Unlock()
+		if id != "" && !now.Before(deadline) {
+			l.lose(id, deadline)
+		}
 		var todo []*heldGen
 		l.mu.Lock()
 		for len(l.due) > 0 && l.due[0].due <= now.UnixNano() {
@@ -552,6 +560,9 @@ func (l *liveness) expireLoop(ctx context.Context) {
 		target := now.Add(l.s.cfg.resync)
 		if next != 0 && next < target.UnixNano() {
 			target = time.Unix(0, next)
+		}
+		if id != "" && deadline.Before(target) {
+			target = deadline
 		}
 		if !l.s.waitUntil(ctx, target, l.poke) {
 			return
@@ -613,9 +624,11 @@ func (l *liveness) sessionLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := l.applyExpired(ctx); err != nil && ctx.Err() == nil {
+		actx, cancel := context.WithTimeout(ctx, max(l.ttl/2, time.Second))
+		if err := l.applyExpired(actx); err != nil && ctx.Err() == nil {
 			l.s.log.Warn("lobby expired sessions not applied", "err", err)
 		}
+		cancel()
 		if wait < 0 {
 			failures++
 			wait = backoff(failures)

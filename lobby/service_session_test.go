@@ -25,6 +25,9 @@ type counted struct {
 	// renewFail, while set, makes every renewal and load fail as an
 	// unreachable store would.
 	renewFail atomic.Bool
+	// renewHang, while set, makes every renewal wait for its context, as
+	// a store behind a silent network would.
+	renewHang atomic.Bool
 }
 
 func (c *counted) Write(ctx context.Context, w store.Write) error {
@@ -50,6 +53,10 @@ type cutSessions struct {
 func (s cutSessions) RenewSession(ctx context.Context, id string, now, deadline time.Time) error {
 	if s.c.renewFail.Load() {
 		return errors.New("store unreachable")
+	}
+	if s.c.renewHang.Load() {
+		<-ctx.Done()
+		return ctx.Err()
 	}
 	return s.Sessions.RenewSession(ctx, id, now, deadline)
 }
@@ -292,6 +299,13 @@ func TestKilledServicesConnectionsEndAtItsSessionDeadline(t *testing.T) {
 // the session's deadline: each Attachment is told End, its heartbeats are
 // stale, and it opens a new session once the store answers again.
 func TestCutOffServiceReportsItsConnectionsEnded(t *testing.T) {
+	t.Run("renewals fail", func(t *testing.T) { cutOff(t, false) })
+	// A renewal that never returns must not keep the Service serving
+	// past its session's deadline.
+	t.Run("renewals hang", func(t *testing.T) { cutOff(t, true) })
+}
+
+func cutOff(t *testing.T, hang bool) {
 	ctx := context.Background()
 	clock := clockwork.NewFakeClockAt(t0)
 	mem := memstore.New()
@@ -309,7 +323,11 @@ func TestCutOffServiceReportsItsConnectionsEnded(t *testing.T) {
 	}
 	first := svc.Session()
 	ds, _ := mem.SessionDeadlines(ctx, []string{first})
-	c.renewFail.Store(true)
+	if hang {
+		c.renewHang.Store(true)
+	} else {
+		c.renewFail.Store(true)
+	}
 	for clock.Now().Before(ds[0]) {
 		select {
 		case e := <-ended:
@@ -317,6 +335,9 @@ func TestCutOffServiceReportsItsConnectionsEnded(t *testing.T) {
 		default:
 		}
 		clock.Advance(time.Second)
+		if hang {
+			continue // heartbeats would find the session over themselves
+		}
 		if _, err := a.Heartbeat(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -333,6 +354,7 @@ func TestCutOffServiceReportsItsConnectionsEnded(t *testing.T) {
 		t.Fatalf("heartbeat of a lost session's connection: %+v, want stale", res)
 	}
 	c.renewFail.Store(false)
+	c.renewHang.Store(false)
 	clock.Advance(time.Second)
 	eventually(t, "a new session", func() bool { s := svc.Session(); return s != "" && s != first })
 }
