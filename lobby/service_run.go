@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/lobbyhost/lobbyhost/lobby/rules"
 
 	"github.com/lobbyhost/lobbyhost/store"
@@ -75,10 +77,13 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); s.sweepLoop(ctx) }()
-	if s.live != nil && s.live.own {
-		wg.Add(2)
+	if s.live != nil {
+		wg.Add(1)
 		go func() { defer wg.Done(); s.live.sessionLoop(ctx) }()
-		go func() { defer wg.Done(); s.live.expireLoop(ctx) }()
+		if s.live.own {
+			wg.Add(1)
+			go func() { defer wg.Done(); s.live.expireLoop(ctx) }()
+		}
 	}
 	if s.cfg.publisher != nil {
 		wg.Add(1)
@@ -173,14 +178,22 @@ func (s *Service) wait(ctx context.Context, d time.Duration, wake <-chan struct{
 // waitUntil sleeps until the clock reaches target, or until woken or ctx is
 // done. It reports false when ctx is done.
 func (s *Service) waitUntil(ctx context.Context, target time.Time, wake <-chan struct{}) bool {
-	t := s.clock.NewTimer(s.clock.Until(target))
-	defer t.Stop()
-	// The clock may have moved between reading it and arming the timer
-	// (a fake clock advanced by a test, say); a timer armed too late
-	// would then sleep past target.
-	if !s.clock.Now().Before(target) {
-		return ctx.Err() == nil
+	var t clockwork.Timer
+	for {
+		start := s.clock.Now()
+		if !start.Before(target) {
+			return ctx.Err() == nil
+		}
+		t = s.clock.NewTimer(target.Sub(start))
+		// The clock may have moved between reading it and arming the
+		// timer (a fake clock advanced by a test, say): a timer armed
+		// that much too late would sleep past target, so arm it again.
+		if s.clock.Since(start) < time.Millisecond {
+			break
+		}
+		t.Stop()
 	}
+	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false

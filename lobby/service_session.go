@@ -38,6 +38,10 @@ type liveness struct {
 	// still judges other processes' session-held generations.
 	own bool
 	ttl time.Duration
+	// pace is how often the session is renewed and expired sessions are
+	// looked for: a third of the session TTL (of the heartbeat TTL, or
+	// DefaultSessionTTL, for a Service without a session of its own).
+	pace time.Duration
 
 	mu       sync.Mutex
 	id       string    // the session joins go through; "" for none
@@ -133,8 +137,15 @@ func newLiveness(s *Service) *liveness {
 			ttl = DefaultSessionTTL
 		}
 	}
+	pace := ttl / 3
+	if ttl <= 0 {
+		pace = s.m.Policy().HeartbeatTTL / 3
+		if pace <= 0 {
+			pace = DefaultSessionTTL / 3
+		}
+	}
 	return &liveness{
-		s: s, ss: ss, own: ttl > 0, ttl: ttl,
+		s: s, ss: ss, own: ttl > 0, ttl: ttl, pace: pace,
 		lobbies: make(map[string]*heldLobby),
 		gens:    make(map[heldRef]*heldGen),
 		seen:    make(map[string]time.Time),
@@ -615,7 +626,10 @@ func newSessionID() (string, error) {
 
 // sessionLoop opens this Service's session, renews it about every third of
 // its TTL, and applies the sessions of other processes (and its own past
-// ones) whose deadlines have passed, until ctx is done.
+// ones) whose deadlines have passed, until ctx is done. A Service without a
+// session of its own still applies the others' at that pace: a fleet in
+// the middle of a rolling upgrade must not leave a dead process's players
+// online.
 func (l *liveness) sessionLoop(ctx context.Context) {
 	failures := 0
 	for {
@@ -624,7 +638,7 @@ func (l *liveness) sessionLoop(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		actx, cancel := context.WithTimeout(ctx, max(l.ttl/2, time.Second))
+		actx, cancel := context.WithTimeout(ctx, max(l.pace, time.Second))
 		if err := l.applyExpired(actx); err != nil && ctx.Err() == nil {
 			l.s.log.Warn("lobby expired sessions not applied", "err", err)
 		}
@@ -655,8 +669,8 @@ func (l *liveness) renewOnce(ctx context.Context, now time.Time) time.Duration {
 	l.mu.Lock()
 	id, deadline, draining := l.id, l.deadline, l.draining
 	l.mu.Unlock()
-	if draining {
-		return l.ttl
+	if draining || !l.own {
+		return l.pace
 	}
 	if id != "" && !now.Before(deadline) {
 		// Past its deadline without a renewal: over, whatever the store
@@ -682,7 +696,7 @@ func (l *liveness) renewOnce(ctx context.Context, now time.Time) time.Duration {
 		}
 		l.mu.Unlock()
 		l.s.log.Info("lobby session opened", "session", nid, "deadline", next)
-		return l.ttl / 3
+		return l.pace
 	}
 	// A renewal that takes until the deadline could only succeed too
 	// late to be trusted.
@@ -696,7 +710,7 @@ func (l *liveness) renewOnce(ctx context.Context, now time.Time) time.Duration {
 			l.deadline = next
 		}
 		l.mu.Unlock()
-		return l.ttl / 3
+		return l.pace
 	case errors.Is(err, store.ErrSessionEnded):
 		l.s.log.Warn("lobby session ended before its renewal; its connections are over", "session", id, "deadline", deadline)
 		l.lose(id, deadline)

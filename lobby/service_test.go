@@ -25,13 +25,25 @@ const (
 	ttl   = 15 * time.Second
 )
 
+// withoutSessions offers every capability of mem but sessions.
+func withoutSessions(mem *memstore.Store) store.Store {
+	return store.Compose(mem, mem, mem, mem)
+}
+
 // hangGuard bounds how long a test waits for a goroutine; reaching it is a
 // failure, never a timing claim.
 const hangGuard = 10 * time.Second
 
+// testSessionTTL is the session TTL newService gives unless a test names
+// its own: so long that a fake clock moved ahead in big steps never runs
+// past a session's deadline before the session loop has renewed it (the
+// Service would rightly give the session up, as after a pause). Tests of
+// sessions themselves set the TTL they need.
+const testSessionTTL = 365 * 24 * time.Hour
+
 func newService(t *testing.T, st store.Store, clock clockwork.Clock, opts ...lobby.Option) *lobby.Service {
 	t.Helper()
-	s, err := lobby.NewService(st, append([]lobby.Option{lobby.WithClock(clock)}, opts...)...)
+	s, err := lobby.NewService(st, append([]lobby.Option{lobby.WithClock(clock), lobby.WithSessionTTL(testSessionTTL)}, opts...)...)
 	if err != nil {
 		t.Fatalf("NewService: %v", err)
 	}
@@ -118,8 +130,8 @@ func TestRunExpiresHostAtDeadline(t *testing.T) {
 	pub := newCollector()
 	p := lobby.DefaultPolicy()
 	p.HeartbeatTTL = 0
-	// Without a session: the test counts the sleeping loops.
-	svc := newService(t, memstore.New(), clock, lobby.WithPublisher(pub), lobby.WithPolicy(p), lobby.WithSessionTTL(0))
+	// On a store without sessions: the test counts the sleeping loops.
+	svc := newService(t, withoutSessions(memstore.New()), clock, lobby.WithPublisher(pub), lobby.WithPolicy(p))
 	done := make(chan error)
 	go func() { done <- svc.Run(ctx) }()
 
@@ -804,7 +816,7 @@ func TestRunDoesNotSpinOnAStuckLobby(t *testing.T) {
 	if err := mem.Write(ctx, store.Write{ID: "stuck", Data: []byte("garbage"), Deadline: t0.Add(-time.Second)}); err != nil {
 		t.Fatal(err)
 	}
-	svc := newService(t, mem, clock, lobby.WithClaimHold(30*time.Second), lobby.WithSessionTTL(0)) // the failed pass keeps its claim past the first backoff
+	svc := newService(t, withoutSessions(mem), clock, lobby.WithClaimHold(30*time.Second)) // the failed pass keeps its claim past the first backoff
 	go svc.Run(ctx)
 	// The sweeper asleep on the fake clock's timer (no publisher, no
 	// relay); a spinning sweeper
