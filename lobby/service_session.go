@@ -171,22 +171,26 @@ func (l *liveness) session(now time.Time) string {
 // A session seen alive until D is alive at every t < D (deadlines only
 // move forward); the others are read from the store in one call.
 func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time) (rules.SessionDeadlines, error) {
-	ids := st.Sessions()
-	if len(ids) == 0 {
-		return nil, nil
-	}
 	if now.Before(st.Updated) {
 		now = st.Updated
 	}
+	// The common case allocates nothing: every session the lobby holds
+	// is known to be alive.
 	var ask []string
 	l.mu.Lock()
-	for _, id := range ids {
-		d, ok := l.seen[id]
-		if id == l.id {
-			d, ok = l.deadline, true
-		}
-		if !ok || !now.Before(d) {
-			ask = append(ask, id)
+	for i := range st.Members {
+		for _, c := range st.Members[i].Conns {
+			id := c.Session
+			if id == "" {
+				continue
+			}
+			d, ok := l.seen[id]
+			if id == l.id {
+				d, ok = l.deadline, true
+			}
+			if (!ok || !now.Before(d)) && !slices.Contains(ask, id) {
+				ask = append(ask, id)
+			}
 		}
 	}
 	l.mu.Unlock()
