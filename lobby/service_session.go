@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -45,6 +46,10 @@ type liveness struct {
 	lobbies  map[string]*heldLobby
 	due      heldHeap // held generations with a deadline, earliest first
 	seen     map[string]time.Time
+	// given are this Service's sessions it gave up (see lose), with
+	// their deadlines, kept a while: a join that chose one of them
+	// before it ended may be judged after.
+	given map[string]time.Time
 	// lost are told of the generations of a session that ended under
 	// this Service (Rooms closes their sockets).
 	lost []func(lobby string, ended []Ended)
@@ -131,6 +136,7 @@ func newLiveness(s *Service) *liveness {
 		s: s, ss: ss, own: ttl > 0, ttl: ttl,
 		lobbies: make(map[string]*heldLobby),
 		seen:    make(map[string]time.Time),
+		given:   make(map[string]time.Time),
 		poke:    make(chan struct{}, 1),
 	}
 }
@@ -149,19 +155,37 @@ func (l *liveness) session(now time.Time) string {
 }
 
 // deadlines returns the session deadlines a transition of st at now must
-// be judged with: those of the sessions st holds that have ended by then.
-// A session seen alive until D is alive at every t < D (deadlines only
-// move forward); the others are read from the store in one call.
+// be judged with: those of the sessions st holds that have ended by then,
+// and of this Service's own sessions that have (a join chose its session
+// before it was judged, and must not go through one that ended
+// meanwhile). A session seen alive until D is alive at every t < D
+// (deadlines only move forward); the others are read from the store in
+// one call.
 func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time) (rules.SessionDeadlines, error) {
 	ids := st.Sessions()
-	if len(ids) == 0 {
-		return nil, nil
-	}
 	if now.Before(st.Updated) {
 		now = st.Updated
 	}
 	var ask []string
+	var out rules.SessionDeadlines
 	l.mu.Lock()
+	if l.id != "" && !now.Before(l.deadline) && !slices.Contains(ids, l.id) {
+		ask = append(ask, l.id)
+	}
+	for id, d := range l.given {
+		// Over for this Service, whatever the store says (a renewal
+		// whose outcome it never learnt): only a join through it reads
+		// it here, since the lobby does not hold it.
+		if !slices.Contains(ids, id) {
+			if out == nil {
+				out = make(rules.SessionDeadlines)
+			}
+			if now.Before(d) {
+				d = now
+			}
+			out[id] = d
+		}
+	}
 	for _, id := range ids {
 		d, ok := l.seen[id]
 		if id == l.id {
@@ -173,7 +197,7 @@ func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time
 	}
 	l.mu.Unlock()
 	if len(ask) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	got, err := l.ss.SessionDeadlines(ctx, ask)
 	if err != nil {
@@ -182,7 +206,6 @@ func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time
 	if len(got) != len(ask) {
 		return nil, fmt.Errorf("lobby %q: session deadlines: %d for %d sessions", st.ID, len(got), len(ask))
 	}
-	var out rules.SessionDeadlines
 	l.mu.Lock()
 	for i, id := range ask {
 		d := got[i]
@@ -683,6 +706,7 @@ func (l *liveness) lose(id string, deadline time.Time) {
 	if l.id == id {
 		l.id = ""
 	}
+	l.given[id] = deadline
 	ended := map[string][]Ended{}
 	for lid, hl := range l.lobbies {
 		for k, g := range hl.gens {
@@ -767,6 +791,11 @@ func (l *liveness) prune(now time.Time) {
 			delete(l.seen, id)
 		}
 	}
+	for id, d := range l.given {
+		if d.Before(now.Add(-time.Minute)) {
+			delete(l.given, id)
+		}
+	}
 }
 
 // Drain is the first step of a planned shutdown of this process: it ends,
@@ -827,13 +856,15 @@ func (s *Service) Drain(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	if err := l.ss.EndSession(ctx, id, s.clock.Now()); err != nil {
+	end := s.clock.Now()
+	if err := l.ss.EndSession(ctx, id, end); err != nil {
 		errs = append(errs, fmt.Errorf("lobby: end session: %w", err))
 	}
 	l.mu.Lock()
 	if l.id == id {
 		l.id = ""
 	}
+	l.given[id] = end
 	l.mu.Unlock()
 	return errors.Join(errs...)
 }
