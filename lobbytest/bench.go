@@ -93,7 +93,7 @@ func StartServices(b *testing.B, stores []store.Store) ([]*lobby.Service, []*lob
 	return svcs, counters
 }
 
-// notifyHook returns s (with its Claimer and BatchWriter, if any) with a Subscribe that closes
+// notifyHook returns s (with its other capabilities, Sessions included) with a Subscribe that closes
 // subscribed once it has succeeded.
 func notifyHook(s store.Store, n store.Notifier, subscribed chan struct{}) store.Store {
 	var once sync.Once
@@ -104,9 +104,9 @@ func notifyHook(s store.Store, n store.Notifier, subscribed chan struct{}) store
 		}
 		return feed, err
 	})
-	c, _ := s.(store.Claimer)
-	bw, _ := s.(store.BatchWriter)
-	return store.Compose(s, c, hooked, bw)
+	caps := store.Of(s)
+	caps.Notifier = hooked
+	return store.ComposeWith(s, caps)
 }
 
 type notifierFunc func(ctx context.Context) (*store.Feed, error)
