@@ -209,7 +209,20 @@ func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time
 	l.mu.Lock()
 	for i, id := range ask {
 		d := got[i]
-		if !d.IsZero() {
+		if d.IsZero() {
+			// The store forgot it: it ended, and held no lobby when it
+			// was forgotten, but a write judged while it was alive can
+			// land after. Its deadline as last known here is when it
+			// ended, rather than the lobby's last transition time.
+			switch known, ok := l.given[id]; {
+			case id == l.id:
+				d = l.deadline
+			case ok:
+				d = known
+			default:
+				d = l.seen[id]
+			}
+		} else {
 			l.seen[id] = d
 		}
 		if !now.Before(d) {
@@ -837,6 +850,17 @@ func (s *Service) Drain(ctx context.Context) error {
 	var errs []error
 	var wg sync.WaitGroup
 	next := 0
+	// latest is the latest time a drained lobby judged the session alive
+	// at: the session must not end before it (a clock that stepped back
+	// during the drain).
+	var latest time.Time
+	view := func(st *rules.State, _ uint64) {
+		mu.Lock()
+		if st.Updated.After(latest) {
+			latest = st.Updated
+		}
+		mu.Unlock()
+	}
 	for range max(min(s.cfg.sweepers, len(lobbies)), 1) {
 		wg.Go(func() {
 			for {
@@ -847,7 +871,7 @@ func (s *Service) Drain(ctx context.Context) error {
 				if i >= len(lobbies) {
 					return
 				}
-				if _, err := s.transact(ctx, lobbies[i], txn{cmd: rules.Drain(id), internal: true}); err != nil {
+				if _, err := s.transact(ctx, lobbies[i], txn{cmd: rules.Drain(id), internal: true, view: view}); err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("lobby %q: drain: %w", lobbies[i], err))
 					mu.Unlock()
@@ -857,6 +881,9 @@ func (s *Service) Drain(ctx context.Context) error {
 	}
 	wg.Wait()
 	end := s.clock.Now()
+	if end.Before(latest) {
+		end = latest
+	}
 	if err := l.ss.EndSession(ctx, id, end); err != nil {
 		errs = append(errs, fmt.Errorf("lobby: end session: %w", err))
 	}
