@@ -846,8 +846,26 @@ func (s *Service) Drain(ctx context.Context) error {
 	if id == "" {
 		return nil
 	}
-	var mu sync.Mutex
 	var errs []error
+	// The store's index also names the lobbies of joins whose commit this
+	// Service never learnt of (a write that failed after it committed).
+	for after := ""; ; {
+		ids, err := l.ss.SessionLobbies(ctx, id, after, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lobby: lobbies of session %q: %w", id, err))
+			break
+		}
+		for _, lid := range ids {
+			if !slices.Contains(lobbies, lid) {
+				lobbies = append(lobbies, lid)
+			}
+		}
+		if len(ids) < 64 {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	next := 0
 	// latest is the latest time a drained lobby judged the session alive
@@ -861,7 +879,11 @@ func (s *Service) Drain(ctx context.Context) error {
 		}
 		mu.Unlock()
 	}
-	for range max(min(s.cfg.sweepers, len(lobbies)), 1) {
+	workers := min(s.cfg.sweepers, len(lobbies))
+	if s.hooks != nil {
+		workers = 1 // the simulation schedules one goroutine at a time
+	}
+	for range max(workers, 1) {
 		wg.Go(func() {
 			for {
 				mu.Lock()
