@@ -1389,8 +1389,8 @@ func (s *sim) sessionEnds(id string) rules.SessionDeadlines {
 }
 
 // judgedAlive returns, per session, the latest time at which a committed
-// transition of lobby id judged it alive: it held the session before and
-// after.
+// transition of lobby id judged it alive: it held the session after, and
+// before or through its join.
 func (s *sim) judgedAlive(id string) map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, c := range s.store.commits {
@@ -1398,7 +1398,11 @@ func (s *sim) judgedAlive(id string) map[string]time.Time {
 			continue
 		}
 		at := later(later(c.judgedAt, c.stamped), c.prior)
-		for _, ses := range c.held {
+		alive := slices.Clone(c.held)
+		if c.cmd.Op == rules.OpJoin && c.cmd.Session != "" {
+			alive = append(alive, c.cmd.Session)
+		}
+		for _, ses := range alive {
 			if slices.Contains(c.sessions, ses) && at.After(out[ses]) {
 				out[ses] = at
 			}
