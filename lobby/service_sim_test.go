@@ -1071,13 +1071,13 @@ func (s *sim) check() error {
 			cmd := c.cmd.WithSessionDeadlines(c.sd)
 			want := r.state.Clone()
 			res, err := m.Apply(want, cmd, at)
-			if err != nil || !res.Changed || !cmp.Equal(want, next, simCmp) || !cmp.Equal(res.Events, c.loggedEvents(), simCmp) {
+			if err != nil || !res.Changed || !c.madeBy(want, next, res) {
 				// A session the store had forgotten (zero) is judged
 				// with its deadline as the Service last knew it: one of
 				// the deadlines the session had.
 				for _, sd := range s.forgottenAs(c.sd) {
 					w := r.state.Clone()
-					if rs, err := m.Apply(w, c.cmd.WithSessionDeadlines(sd), at); err == nil && rs.Changed && cmp.Equal(w, next, simCmp) && cmp.Equal(rs.Events, c.loggedEvents(), simCmp) {
+					if rs, err := m.Apply(w, c.cmd.WithSessionDeadlines(sd), at); err == nil && rs.Changed && c.madeBy(w, next, rs) {
 						c.sd, cmd, want, res = sd, c.cmd.WithSessionDeadlines(sd), w, rs
 						break
 					}
@@ -1626,15 +1626,15 @@ func (s *sim) splitView(id string) bool {
 	return false
 }
 
-// loggedEvents returns the events of c's log entry (none if it has none
-// or it does not decode: the checks report that).
-func (c *simCommit) loggedEvents() []Event {
-	if c.effects == nil {
-		return nil
+// madeBy reports whether the Machine's transition (its state want and
+// result res) is what c committed: the record next and its log entry.
+func (c *simCommit) madeBy(want, next *rules.State, res Result) bool {
+	var fx rules.Effects
+	if c.effects != nil {
+		var err error
+		if fx, err = rules.DecodeEffects(c.effects); err != nil {
+			return false
+		}
 	}
-	fx, err := rules.DecodeEffects(c.effects)
-	if err != nil {
-		return nil
-	}
-	return fx.Events
+	return cmp.Equal(want, next, simCmp) && cmp.Equal(res.Events, fx.Events, simCmp) && cmp.Equal(res.Ended, fx.Ended, simCmp)
 }
