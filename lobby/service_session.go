@@ -823,8 +823,10 @@ func (l *liveness) prune(now time.Time) {
 // connection ended in a commit). Stop Run afterwards, not before. On a
 // Service without a session Drain does nothing: report each socket's close
 // with Disconnect instead. Lobbies whose transition fails are reported in
-// the error, joined; the session is ended all the same, so the remaining
-// connections end at once wherever the lobby is next judged.
+// the error, joined; the session is ended all the same, but then at its
+// current deadline rather than now (no renewal succeeds any more): the
+// other processes may have seen that deadline and judge the session alive
+// until it, so the remaining connections end there, whoever judges them.
 func (s *Service) Drain(ctx context.Context) error {
 	l := s.live
 	if l == nil {
@@ -905,6 +907,16 @@ func (s *Service) Drain(ctx context.Context) error {
 	end := s.clock.Now()
 	if end.Before(latest) {
 		end = latest
+	}
+	if len(errs) > 0 {
+		// A lobby still holds connections of the session: moving its
+		// deadline back would end them earlier for the processes that
+		// read the store than for those that remember the deadline.
+		l.mu.Lock()
+		if end.Before(l.deadline) {
+			end = l.deadline
+		}
+		l.mu.Unlock()
 	}
 	if err := l.ss.EndSession(ctx, id, end); err != nil {
 		errs = append(errs, fmt.Errorf("lobby: end session: %w", err))
