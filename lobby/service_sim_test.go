@@ -880,11 +880,6 @@ func (s *sim) start(op *simOp) error {
 
 // --- one schedule ---
 
-func runSimulation(seed uint64) error {
-	_, err := runSimForStats(seed)
-	return err
-}
-
 func runSimForStats(seed uint64) (*sim, error) {
 	s := &sim{
 		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
