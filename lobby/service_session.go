@@ -246,7 +246,12 @@ func (l *liveness) committed(id string, st *rules.State, version uint64, cmd rul
 	defer l.mu.Unlock()
 	hl := l.lobbies[id]
 	joined := cmd.Op == rules.OpJoin && cmd.Session != "" && cmd.Session == l.id && res.Gen != 0
-	if hl == nil && !joined {
+	// A join through the session whose write committed but reported a
+	// failure left a connection this Service never learnt of: it is
+	// taken in here, the first time the Service sees it, so that it times
+	// out like the others instead of living as long as the session.
+	adopt := l.id != "" && heldBy(st, l.id)
+	if hl == nil && !joined && !adopt {
 		return
 	}
 	if hl == nil {
@@ -272,6 +277,36 @@ func (l *liveness) committed(id string, st *rules.State, version uint64, cmd rul
 		hl.gens[k] = g
 		l.arm(g, hl.ttl, now)
 	}
+	if adopt {
+		for i := range st.Members {
+			mem := &st.Members[i]
+			for _, c := range mem.Conns {
+				k := heldKey{mem.Player, c.Gen}
+				if c.Session != l.id || hl.gens[k] != nil {
+					continue
+				}
+				l.lobbies[id] = hl
+				g := &heldGen{lobby: id, key: k, session: l.id, index: -1}
+				hl.gens[k] = g
+				l.arm(g, hl.ttl, now)
+			}
+		}
+	}
+	if len(hl.gens) == 0 {
+		delete(l.lobbies, id)
+	}
+}
+
+// heldBy reports whether st has a connection held by session.
+func heldBy(st *rules.State, session string) bool {
+	for i := range st.Members {
+		for _, c := range st.Members[i].Conns {
+			if c.Session == session {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // holds reports whether st has generation k live and held by session.

@@ -176,3 +176,44 @@ func TestDrainThatMissesALobbyKeepsTheDeadline(t *testing.T) {
 		t.Errorf("renewal after the drain: %v, want ErrSessionEnded", err)
 	}
 }
+
+// TestUnconfirmedHeldJoinStillTimesOut: a join through the session whose
+// write committed but reported a failure leaves a connection held by the
+// session that the Service never learnt of. Once the Service sees it in
+// the lobby (its next transaction there, such as the client's retry), it
+// keeps it like its other connections: silent, it times out one heartbeat
+// TTL later instead of living as long as the session.
+func TestUnconfirmedHeldJoinStillTimesOut(t *testing.T) {
+	ctx := context.Background()
+	clock := clockwork.NewFakeClockAt(t0)
+	mem := memstore.New()
+	hw := &hookedWrites{Store: mem, id: "l", after: true}
+	svc := sessionService(t, store.ComposeWith(hw, store.Of(mem)), clock, time.Minute)
+	if _, err := svc.Join(ctx, "l", "p-17", nil); !errors.Is(err, errHooked) {
+		t.Fatalf("join with a write that fails after committing: %v", err)
+	}
+	// The client tries again: a second tab of the same player.
+	retry, err := svc.Join(ctx, "l", "p-17", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only the retry's tab heartbeats; the first one is a ghost.
+	for range 4 {
+		clock.Advance(2 * time.Second)
+		if res, err := svc.Heartbeat(ctx, "l", "p-17", retry.Gen); err != nil || res.Outcome != OutcomeApplied {
+			t.Fatalf("heartbeat of the retry's tab: %+v, %v", res, err)
+		}
+		svc.live.expireDue(ctx)
+	}
+	st, err := mem.Load(ctx, "l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := rules.DecodeState(st.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Member("p-17").Conns; len(c) != 1 || c[0].Gen != retry.Gen {
+		t.Fatalf("p-17's connections %+v 8s after the first join (heartbeat TTL 5s), want only the retry's", c)
+	}
+}

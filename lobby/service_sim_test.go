@@ -1072,8 +1072,8 @@ func (s *sim) check() error {
 				// the deadlines the session had.
 				for _, sd := range s.forgottenAs(c.sd) {
 					w := r.state.Clone()
-					if rs, err := m.Apply(w, c.cmd.WithSessionDeadlines(sd), at); err == nil && rs.Changed && c.madeBy(w, next, rs) {
-						c.sd, cmd, want, res = sd, c.cmd.WithSessionDeadlines(sd), w, rs
+					if rs, rerr := m.Apply(w, c.cmd.WithSessionDeadlines(sd), at); rerr == nil && rs.Changed && c.madeBy(w, next, rs) {
+						c.sd, cmd, want, res, err = sd, c.cmd.WithSessionDeadlines(sd), w, rs, nil
 						break
 					}
 				}
