@@ -1384,26 +1384,39 @@ func (s *sim) sessionEnds(id string) rules.SessionDeadlines {
 }
 
 // judgedAlive returns, per session, the latest time at which a committed
-// transition of lobby id judged it alive: it held the session after, and
-// before or through its join.
+// transition of lobby id judged it alive (see simCommit.alive).
 func (s *sim) judgedAlive(id string) map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, c := range s.store.commits {
 		if c.del || c.lobby != id {
 			continue
 		}
-		at := later(later(c.judgedAt, c.stamped), c.prior)
-		alive := slices.Clone(c.held)
-		if c.cmd.Op == rules.OpJoin && c.cmd.Session != "" {
-			alive = append(alive, c.cmd.Session)
-		}
+		at, alive := c.alive()
 		for _, ses := range alive {
-			if slices.Contains(c.sessions, ses) && at.After(out[ses]) {
+			if at.After(out[ses]) {
 				out[ses] = at
 			}
 		}
 	}
 	return out
+}
+
+// alive returns the time c's transition was judged at and the sessions it
+// judged alive then: those the lobby held that it did not find over, and
+// the one its join went through.
+func (c *simCommit) alive() (time.Time, []string) {
+	at := later(later(c.judgedAt, c.stamped), c.prior)
+	var alive []string
+	for _, ses := range c.held {
+		if d, asked := c.sd[ses]; asked && (d.IsZero() || !d.After(at)) {
+			continue // found over
+		}
+		alive = append(alive, ses)
+	}
+	if c.cmd.Op == rules.OpJoin && c.cmd.Session != "" {
+		alive = append(alive, c.cmd.Session)
+	}
+	return at, alive
 }
 
 // verdicts returns, per session, the earliest deadline at which a
@@ -1602,16 +1615,7 @@ func (s *sim) splitView(id string) bool {
 		if c.del || c.lobby != id {
 			continue
 		}
-		at := later(later(c.judgedAt, c.stamped), c.prior)
-		alive := []string{}
-		for _, ses := range c.held {
-			if slices.Contains(c.sessions, ses) {
-				alive = append(alive, ses)
-			}
-		}
-		if c.cmd.Op == rules.OpJoin && c.cmd.Session != "" {
-			alive = append(alive, c.cmd.Session)
-		}
+		at, alive := c.alive()
 		for _, ses := range alive {
 			if d, ok := verdicts[ses]; ok && !at.Before(d) {
 				return true
