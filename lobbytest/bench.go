@@ -59,7 +59,9 @@ func benchOp(b *testing.B, h Harness, unit string, op Op) {
 // StartServices returns a Service on each store, each with Counters as its
 // Observer and Run going until the benchmark ends. With a store.Notifier it
 // returns once Run has subscribed, so that the measurement starts with Run
-// fully up.
+// fully up. On a store with store.Sessions, Run opens a session, and the
+// connections joined through it keep their heartbeats in the Service's
+// memory: BenchHeartbeat then measures heartbeats that make no store call.
 func StartServices(b *testing.B, stores []store.Store) ([]*lobby.Service, []*lobby.Counters) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var running sync.WaitGroup
