@@ -886,6 +886,10 @@ func (s *Service) Drain(ctx context.Context) error {
 	var errs []error
 	// The store's index also names the lobbies of joins whose commit this
 	// Service never learnt of (a write that failed after it committed).
+	known := make(map[string]bool, len(lobbies))
+	for _, lid := range lobbies {
+		known[lid] = true
+	}
 	for after := ""; ; {
 		ids, err := l.ss.SessionLobbies(ctx, id, after, 64)
 		if err != nil {
@@ -893,7 +897,8 @@ func (s *Service) Drain(ctx context.Context) error {
 			break
 		}
 		for _, lid := range ids {
-			if !slices.Contains(lobbies, lid) {
+			if !known[lid] {
+				known[lid] = true
 				lobbies = append(lobbies, lid)
 			}
 		}
