@@ -26,6 +26,19 @@ package lobby
 //   - the published events are the committed ones, in order per lobby;
 //   - dropping every write made only by a sweeper, a snapshot or an expiry
 //     trigger changes no event, no command result and not the final state.
+//
+// Most schedules run on a store with sessions (store.Sessions). Their
+// Services open and renew sessions, commit the time-outs of the
+// connections they hold in memory, apply expired sessions and drain, each
+// as a step the scheduler starts (what Run's loops would do), so renewals
+// can come late, fail, or find their session over after a pause; killed
+// Services leave their sessions to expire; and a Service without a
+// session (WithSessionTTL(0)) stores its connections' deadlines beside the
+// others'. Each commit is then replayed with the session deadlines the
+// store gave the attempt that wrote, and the last check replays every
+// lobby with the deadlines the sessions' own calls left them with
+// (sessionEnds says where a lobby's view of a session may differ), so the
+// outcome is the same whichever process applied an expiry, and when.
 
 import (
 	"context"
