@@ -51,6 +51,13 @@ type liveness struct {
 	gens     map[heldRef]*heldGen
 	due      heldHeap // held generations with a deadline, earliest first
 	seen     map[string]time.Time
+	// closed are the other processes' sessions this Service found over
+	// and ended in the store (see deadlines).
+	closed map[string]bool
+	// given are this Service's sessions it gave up (see lose), with
+	// their deadlines, kept a while: a join that chose one of them
+	// before it ended may be judged after.
+	given map[string]time.Time
 	// lost are told of the generations of a session that ended under
 	// this Service (Rooms closes their sockets).
 	lost []func(lobby string, ended []Ended)
@@ -149,6 +156,8 @@ func newLiveness(s *Service) *liveness {
 		lobbies: make(map[string]*heldLobby),
 		gens:    make(map[heldRef]*heldGen),
 		seen:    make(map[string]time.Time),
+		closed:  make(map[string]bool),
+		given:   make(map[string]time.Time),
 		poke:    make(chan struct{}, 1),
 	}
 }
@@ -160,16 +169,21 @@ func (l *liveness) session(now time.Time) string {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.id == "" || l.draining || !now.Before(l.deadline) {
+	// Not within the skew margin of its deadline either: a join whose
+	// write is slow to land must not name a session already over.
+	if l.id == "" || l.draining || !now.Add(l.skewMargin()).Before(l.deadline) {
 		return ""
 	}
 	return l.id
 }
 
 // deadlines returns the session deadlines a transition of st at now must
-// be judged with: those of the sessions st holds that have ended by then.
-// A session seen alive until D is alive at every t < D (deadlines only
-// move forward); the others are read from the store in one call.
+// be judged with: those of the sessions st holds that have ended by then,
+// and of this Service's own sessions that have (a join chose its session
+// before it was judged, and must not go through one that ended
+// meanwhile). A session seen alive until D is alive at every t < D
+// (deadlines only move forward); the others are read from the store in
+// one call.
 func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time) (rules.SessionDeadlines, error) {
 	if now.Before(st.Updated) {
 		now = st.Updated
@@ -177,7 +191,9 @@ func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time
 	// The common case allocates nothing: every session the lobby holds
 	// is known to be alive.
 	var ask []string
+	var out rules.SessionDeadlines
 	l.mu.Lock()
+	holdsOwn := false
 	for i := range st.Members {
 		for _, c := range st.Members[i].Conns {
 			id := c.Session
@@ -186,16 +202,33 @@ func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time
 			}
 			d, ok := l.seen[id]
 			if id == l.id {
-				d, ok = l.deadline, true
+				d, ok, holdsOwn = l.deadline, true, true
 			}
 			if (!ok || !now.Before(d)) && !slices.Contains(ask, id) {
 				ask = append(ask, id)
 			}
 		}
 	}
+	if l.id != "" && !now.Before(l.deadline) && !holdsOwn {
+		ask = append(ask, l.id)
+	}
+	for id, d := range l.given {
+		// Over for this Service, whatever the store says (a renewal
+		// whose outcome it never learnt): only a join through it reads
+		// it here, since the lobby does not hold it.
+		if !heldBy(st, id) {
+			if out == nil {
+				out = make(rules.SessionDeadlines)
+			}
+			if now.Before(d) {
+				d = now
+			}
+			out[id] = d
+		}
+	}
 	l.mu.Unlock()
 	if len(ask) == 0 {
-		return nil, nil
+		return out, nil
 	}
 	got, err := l.ss.SessionDeadlines(ctx, ask)
 	if err != nil {
@@ -204,11 +237,24 @@ func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time
 	if len(got) != len(ask) {
 		return nil, fmt.Errorf("lobby %q: session deadlines: %d for %d sessions", st.ID, len(got), len(ask))
 	}
-	var out rules.SessionDeadlines
+	var closing []store.SessionDeadline
 	l.mu.Lock()
 	for i, id := range ask {
 		d := got[i]
-		if !d.IsZero() {
+		if d.IsZero() {
+			// The store forgot it: it ended, and held no lobby when it
+			// was forgotten, but a write judged while it was alive can
+			// land after. Its deadline as last known here is when it
+			// ended, rather than the lobby's last transition time.
+			switch known, ok := l.given[id]; {
+			case id == l.id:
+				d = l.deadline
+			case ok:
+				d = known
+			default:
+				d = l.seen[id]
+			}
+		} else {
 			l.seen[id] = d
 		}
 		if !now.Before(d) {
@@ -216,9 +262,24 @@ func (l *liveness) deadlines(ctx context.Context, st *rules.State, now time.Time
 				out = make(rules.SessionDeadlines, len(ask))
 			}
 			out[id] = d // zero: the store forgot it, so it ended
+			if !got[i].IsZero() && id != l.id && !l.closed[id] {
+				closing = append(closing, store.SessionDeadline{ID: id, Deadline: d})
+			}
 		}
 	}
 	l.mu.Unlock()
+	// A session found over is ended in the store before any lobby
+	// commits its end, so that no renewal can extend it afterwards (one
+	// judged before the deadline but slow to arrive): every lobby then
+	// ends it at the same deadline, whoever judges it.
+	for _, c := range closing {
+		if err := l.ss.EndSession(ctx, c.ID, c.Deadline); err != nil {
+			return nil, fmt.Errorf("lobby %q: end session %q: %w", st.ID, c.ID, err)
+		}
+		l.mu.Lock()
+		l.closed[c.ID] = true
+		l.mu.Unlock()
+	}
 	return out, nil
 }
 
@@ -232,7 +293,12 @@ func (l *liveness) committed(id string, st *rules.State, version uint64, cmd rul
 	defer l.mu.Unlock()
 	hl := l.lobbies[id]
 	joined := cmd.Op == rules.OpJoin && cmd.Session != "" && cmd.Session == l.id && res.Gen != 0
-	if hl == nil && !joined {
+	// A join through the session whose write committed but reported a
+	// failure left a connection this Service never learnt of: it is
+	// taken in here, the first time the Service sees it, so that it times
+	// out like the others instead of living as long as the session.
+	adopt := l.id != "" && heldBy(st, l.id)
+	if hl == nil && !joined && !adopt {
 		return
 	}
 	if hl == nil {
@@ -262,9 +328,37 @@ func (l *liveness) committed(id string, st *rules.State, version uint64, cmd rul
 		l.gens[heldRef{id, res.Gen}] = g
 		l.arm(g, hl.ttl, now)
 	}
+	if adopt {
+		for i := range st.Members {
+			mem := &st.Members[i]
+			for _, c := range mem.Conns {
+				if c.Session != l.id || l.gens[heldRef{id, c.Gen}] != nil {
+					continue
+				}
+				g := &heldGen{hl: hl, player: mem.Player, gen: c.Gen, session: l.id, index: -1}
+				hl.gens = append(hl.gens, g)
+				l.gens[heldRef{id, c.Gen}] = g
+				l.arm(g, hl.ttl, now)
+			}
+		}
+	}
 	if len(hl.gens) == 0 {
 		delete(l.lobbies, id)
+	} else {
+		l.lobbies[id] = hl
 	}
+}
+
+// heldBy reports whether st has a connection held by session.
+func heldBy(st *rules.State, session string) bool {
+	for i := range st.Members {
+		for _, c := range st.Members[i].Conns {
+			if c.Session == session {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // holds reports whether st has generation gen of player live and held by
@@ -535,40 +629,14 @@ func (l *liveness) expireLoop(ctx context.Context) {
 		if id != "" && !now.Before(deadline) {
 			l.lose(id, deadline)
 		}
-		var todo []*heldGen
-		l.mu.Lock()
-		for len(l.due) > 0 && l.due[0].due <= now.UnixNano() {
-			g := heap.Pop(&l.due).(*heldGen)
-			if g.lost {
-				// Nothing to commit: the session's deadline ends it.
-				l.drop(g)
-				continue
-			}
-			todo = append(todo, g)
+		worked, failed, next := l.expireDue(ctx, now, failures+1)
+		if ctx.Err() != nil {
+			return
 		}
-		var next int64
-		if len(l.due) > 0 {
-			next = l.due[0].due
-		}
-		l.mu.Unlock()
-		if len(todo) > 0 {
-			failed := l.timeOuts(ctx, todo)
-			if ctx.Err() != nil {
-				return
-			}
-			if len(failed) > 0 {
+		if worked {
+			failures = 0
+			if failed {
 				failures++
-				retry := l.s.clock.Now().Add(backoff(failures)).UnixNano()
-				l.mu.Lock()
-				for _, g := range failed {
-					if l.gens[heldRef{g.hl.id, g.gen}] == g && g.index < 0 && !g.lost {
-						g.due = retry
-						l.schedule(g)
-					}
-				}
-				l.mu.Unlock()
-			} else {
-				failures = 0
 			}
 			continue
 		}
@@ -583,6 +651,46 @@ func (l *liveness) expireLoop(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// expireDue is one pass of the expiry loop: it commits the time-outs of
+// the held generations whose deadlines have passed by now, each as of its
+// deadline, and puts those whose commit failed back for a retry after
+// backoff(attempt). worked: it had time-outs to commit; failed: some
+// failed; next is the earliest deadline left (Unix ns; 0: none).
+func (l *liveness) expireDue(ctx context.Context, now time.Time, attempt int) (worked, failed bool, next int64) {
+	var todo []*heldGen
+	l.mu.Lock()
+	for len(l.due) > 0 && l.due[0].due <= now.UnixNano() {
+		g := heap.Pop(&l.due).(*heldGen)
+		if g.lost {
+			// Nothing to commit: the session's deadline ends it.
+			l.drop(g)
+			continue
+		}
+		todo = append(todo, g)
+	}
+	if len(l.due) > 0 {
+		next = l.due[0].due
+	}
+	l.mu.Unlock()
+	if len(todo) == 0 {
+		return false, false, next
+	}
+	bad := l.timeOuts(ctx, todo)
+	if len(bad) == 0 || ctx.Err() != nil {
+		return true, false, next
+	}
+	retry := l.s.clock.Now().Add(backoff(attempt)).UnixNano()
+	l.mu.Lock()
+	for _, g := range bad {
+		if l.gens[heldRef{g.hl.id, g.gen}] == g && g.index < 0 && !g.lost {
+			g.due = retry
+			l.schedule(g)
+		}
+	}
+	l.mu.Unlock()
+	return true, true, next
 }
 
 // timeOuts commits the time-outs of gens, a few at once, and returns those
@@ -702,10 +810,14 @@ func (l *liveness) renewOnce(ctx context.Context, now time.Time) time.Duration {
 		l.s.log.Info("lobby session opened", "session", nid, "deadline", next)
 		return l.pace
 	}
-	// A renewal that takes until the deadline could only succeed too
-	// late to be trusted.
-	rctx, cancel := context.WithTimeout(ctx, max(l.s.clock.Until(deadline), time.Millisecond))
-	err := l.ss.RenewSession(rctx, id, now, next)
+	// The renewal is judged as of now + the skew margin: a session is
+	// renewed only while its deadline is that far ahead of this clock,
+	// so that a process whose clock runs a little ahead cannot have
+	// found it over already, and one that takes until then to reach the
+	// store could only succeed too late to be trusted.
+	margin := l.skewMargin()
+	rctx, cancel := context.WithTimeout(ctx, max(deadline.Sub(now)-margin, time.Millisecond))
+	err := l.ss.RenewSession(rctx, id, now.Add(margin), next)
 	cancel()
 	switch {
 	case err == nil:
@@ -730,6 +842,13 @@ func (l *liveness) renewOnce(ctx context.Context, now time.Time) time.Duration {
 	}
 }
 
+// skewMargin is how far ahead of this clock a session's deadline must be
+// for a renewal to be tried: a sixth of the session TTL, which leaves the
+// renewal made every third of it, and its retries, well clear.
+func (l *liveness) skewMargin() time.Duration {
+	return l.ttl / 6
+}
+
 // lose ends session id under this Service: every generation it held here
 // is over as of deadline (the others end them in the store), so their
 // sockets must rejoin. Rooms closes them at once; a Heartbeat on any of
@@ -739,6 +858,7 @@ func (l *liveness) lose(id string, deadline time.Time) {
 	if l.id == id {
 		l.id = ""
 	}
+	l.given[id] = deadline
 	ended := map[string][]Ended{}
 	retain := l.s.clock.Now().Add(max(l.ttl, l.s.m.Policy().HeartbeatTTL)).UnixNano()
 	for lid, hl := range l.lobbies {
@@ -818,6 +938,12 @@ func (l *liveness) prune(now time.Time) {
 	for id, d := range l.seen {
 		if d.Before(now.Add(-time.Minute)) {
 			delete(l.seen, id)
+			delete(l.closed, id)
+		}
+	}
+	for id, d := range l.given {
+		if d.Before(now.Add(-time.Minute)) {
+			delete(l.given, id)
 		}
 	}
 }
@@ -834,8 +960,10 @@ func (l *liveness) prune(now time.Time) {
 // connection ended in a commit). Stop Run afterwards, not before. On a
 // Service without a session Drain does nothing: report each socket's close
 // with Disconnect instead. Lobbies whose transition fails are reported in
-// the error, joined; the session is ended all the same, so the remaining
-// connections end at once wherever the lobby is next judged.
+// the error, joined; the session is ended all the same, but then at its
+// current deadline rather than now (no renewal succeeds any more): the
+// other processes may have seen that deadline and judge the session alive
+// until it, so the remaining connections end there, whoever judges them.
 func (s *Service) Drain(ctx context.Context) error {
 	l := s.live
 	if l == nil {
@@ -857,11 +985,49 @@ func (s *Service) Drain(ctx context.Context) error {
 	if id == "" {
 		return nil
 	}
-	var mu sync.Mutex
 	var errs []error
+	// The store's index also names the lobbies of joins whose commit this
+	// Service never learnt of (a write that failed after it committed).
+	known := make(map[string]bool, len(lobbies))
+	for _, lid := range lobbies {
+		known[lid] = true
+	}
+	for after := ""; ; {
+		ids, err := l.ss.SessionLobbies(ctx, id, after, 64)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("lobby: lobbies of session %q: %w", id, err))
+			break
+		}
+		for _, lid := range ids {
+			if !known[lid] {
+				known[lid] = true
+				lobbies = append(lobbies, lid)
+			}
+		}
+		if len(ids) < 64 {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	var mu sync.Mutex
 	var wg sync.WaitGroup
 	next := 0
-	for range max(min(s.cfg.sweepers, len(lobbies)), 1) {
+	// latest is the latest time a drained lobby judged the session alive
+	// at: the session must not end before it (a clock that stepped back
+	// during the drain).
+	var latest time.Time
+	view := func(st *rules.State, _ uint64) {
+		mu.Lock()
+		if st.Updated.After(latest) {
+			latest = st.Updated
+		}
+		mu.Unlock()
+	}
+	workers := min(s.cfg.sweepers, len(lobbies))
+	if s.hooks != nil {
+		workers = 1 // the simulation schedules one goroutine at a time
+	}
+	for range max(workers, 1) {
 		wg.Go(func() {
 			for {
 				mu.Lock()
@@ -871,7 +1037,7 @@ func (s *Service) Drain(ctx context.Context) error {
 				if i >= len(lobbies) {
 					return
 				}
-				if _, err := s.transact(ctx, lobbies[i], txn{cmd: rules.Drain(id), internal: true}); err != nil {
+				if _, err := s.transact(ctx, lobbies[i], txn{cmd: rules.Drain(id), internal: true, view: view}); err != nil {
 					mu.Lock()
 					errs = append(errs, fmt.Errorf("lobby %q: drain: %w", lobbies[i], err))
 					mu.Unlock()
@@ -880,13 +1046,28 @@ func (s *Service) Drain(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	if err := l.ss.EndSession(ctx, id, s.clock.Now()); err != nil {
+	end := s.clock.Now()
+	if end.Before(latest) {
+		end = latest
+	}
+	if len(errs) > 0 {
+		// A lobby still holds connections of the session: moving its
+		// deadline back would end them earlier for the processes that
+		// read the store than for those that remember the deadline.
+		l.mu.Lock()
+		if end.Before(l.deadline) {
+			end = l.deadline
+		}
+		l.mu.Unlock()
+	}
+	if err := l.ss.EndSession(ctx, id, end); err != nil {
 		errs = append(errs, fmt.Errorf("lobby: end session: %w", err))
 	}
 	l.mu.Lock()
 	if l.id == id {
 		l.id = ""
 	}
+	l.given[id] = end
 	l.mu.Unlock()
 	return errors.Join(errs...)
 }

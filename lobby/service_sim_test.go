@@ -26,12 +26,26 @@ package lobby
 //   - the published events are the committed ones, in order per lobby;
 //   - dropping every write made only by a sweeper, a snapshot or an expiry
 //     trigger changes no event, no command result and not the final state.
+//
+// Most schedules run on a store with sessions (store.Sessions). Their
+// Services open and renew sessions, commit the time-outs of the
+// connections they hold in memory, apply expired sessions and drain, each
+// as a step the scheduler starts (what Run's loops would do), so renewals
+// can come late, fail, or find their session over after a pause; killed
+// Services leave their sessions to expire; and a Service without a
+// session (WithSessionTTL(0)) stores its connections' deadlines beside the
+// others'. Each commit is then replayed with the session deadlines the
+// store gave the attempt that wrote, and the last check replays every
+// lobby with the deadlines the sessions' own calls left them with
+// (sessionEnds says where a lobby's view of a session may differ), so the
+// outcome is the same whichever process applied an expiry, and when.
 
 import (
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -55,6 +69,9 @@ import (
 // LOBBYHOST_SIM_NESTED=0 turns that off, to hunt other defects on a
 // Service that deadlocks there.
 var simNestedObserver = os.Getenv("LOBBYHOST_SIM_NESTED") != "0"
+
+// simQuietDrain: drains wait for their Service to be idle (see start).
+var simQuietDrain = os.Getenv("LOBBYHOST_SIM_LOUD_DRAIN") != "1"
 
 var simSchedules = flag.Int("lobby.sim", 200, "schedules TestSimulation runs (CI runs many more)")
 
@@ -86,7 +103,10 @@ func TestSimulation(t *testing.T) {
 	t.Logf("simulation: %d schedules from seed %d (replay one with LOBBYHOST_SEED=<seed> go test -run TestSimulation ./lobby)", n, base)
 	for i := range n {
 		seed := base + uint64(i)
-		if err := runSimulation(seed); err != nil {
+		if sm, err := runSimForStats(seed); err != nil {
+			if os.Getenv("LOBBYHOST_SIM_TRACE") == "1" {
+				t.Log(sm.trace())
+			}
 			t.Fatalf("schedule with seed %d failed (replay: LOBBYHOST_SEED=%d go test -run 'TestSimulation$' ./lobby):\n%v", seed, seed, err)
 		}
 	}
@@ -109,6 +129,15 @@ type simActor struct {
 	where string
 	// now is the last reading of a Service clock the actor made.
 	now time.Time
+	// pending are the commits this actor made since the Observer last
+	// saw one of its transactions: the next Observation names their
+	// command.
+	pending []int
+	// sd is the answer of the actor's last SessionDeadlines call, and
+	// sdLoads the number of Loads since: the session deadlines the
+	// attempt in progress judges its lobby with.
+	sd      rules.SessionDeadlines
+	sdLoads int
 }
 
 type simCmd struct {
@@ -128,8 +157,13 @@ type sim struct {
 	nextID   int
 	faults   bool
 	claims   bool // the store offers Claim
-	ops      []*simOp
-	gens     map[[2]string][]uint64 // (lobby, player) → issued generations
+	sessions bool // the store offers Sessions
+	healthy  bool // renewals run to their end at once
+	// split counts the lobbies left out of the sweeper-independence
+	// check (see splitView).
+	split int
+	ops   []*simOp
+	gens  map[[2]string][]uint64 // (lobby, player) → issued generations
 	// published events per lobby, in the order Publish got them.
 	pubMu     sync.Mutex
 	published map[string][]uint64
@@ -200,12 +234,37 @@ type simCommit struct {
 	op       *simOp // the operation whose actor made it
 	cmd      rules.Command
 	own      bool
+	// sessions is the write's Write.Sessions; sd the session deadlines
+	// the attempt that wrote was judged with (as the store gave them);
+	// stamped, for a command the Service stamps with its own time (a
+	// time-out at its deadline), that time.
+	sessions []string
+	sd       rules.SessionDeadlines
+	stamped  time.Time
+	// prior is the lobby's last transition time before it (set by the
+	// checks): where a session the store no longer knows ends; held the
+	// sessions the lobby held before it.
+	prior time.Time
+	held  []string
 }
 
 type simStore struct {
 	inner   *memstore.Store
 	sim     *sim
 	commits []simCommit
+	// sessLog is every session call that changed the store, in order.
+	sessLog []simSessOp
+}
+
+// simSessOp is one session call that took effect, with the session's
+// deadline after it.
+type simSessOp struct {
+	kind     string // "open", "renew", "end"
+	id       string
+	now      time.Time // the renewer's now; the drain's time for "end"
+	deadline time.Time // after the call
+	before   time.Time // before the call
+	commits  int       // len(commits) when it happened
 }
 
 // enter is the yield point at the start of every store call. It returns
@@ -260,6 +319,9 @@ func (st *simStore) Load(ctx context.Context, id string) (store.Record, error) {
 		return store.Record{}, faultErr(f)
 	}
 	rec, err := st.inner.Load(ctx, id)
+	if a := st.sim.current; a != nil {
+		a.sdLoads++
+	}
 	if op, c := st.top(); op != nil && c.own && (err == nil || errors.Is(err, store.ErrNotFound)) {
 		op.judged = simJudged{ok: true, version: rec.Version, data: rec.Data, at: rec.At, found: err == nil}
 		op.wroteLast = false
@@ -286,7 +348,13 @@ func (st *simStore) Write(ctx context.Context, w store.Write) error {
 		return err
 	}
 	op, c := st.top()
-	cm := simCommit{lobby: w.ID, version: w.Expected + 1, data: slices.Clone(w.Data), effects: slices.Clone(w.Effects), at: w.At, dl: w.Deadline, judgedAt: judgedAt, op: op, cmd: c.cmd, own: c.own}
+	cm := simCommit{lobby: w.ID, version: w.Expected + 1, data: slices.Clone(w.Data), effects: slices.Clone(w.Effects), at: w.At, dl: w.Deadline, judgedAt: judgedAt, op: op, cmd: c.cmd, own: c.own, sessions: slices.Clone(w.Sessions)}
+	if a := st.sim.current; a != nil {
+		if a.sdLoads == 0 {
+			cm.sd = a.sd
+		}
+		a.pending = append(a.pending, len(st.commits))
+	}
 	st.commits = append(st.commits, cm)
 	if op != nil && c.own {
 		op.writes = append(op.writes, len(st.commits)-1)
@@ -310,6 +378,9 @@ func (st *simStore) Delete(ctx context.Context, d store.Deletion) error {
 		return err
 	}
 	op, c := st.top()
+	if a := st.sim.current; a != nil {
+		a.pending = append(a.pending, len(st.commits))
+	}
 	st.commits = append(st.commits, simCommit{lobby: d.ID, version: d.Expected, del: true, floor: d.Floor, op: op, cmd: c.cmd})
 	if f == 2 {
 		return errInjected
@@ -328,11 +399,9 @@ func (st *simStore) Due(ctx context.Context, now time.Time, limit int) ([]store.
 	return st.inner.Due(ctx, now, limit)
 }
 
-// simClaimStore is simStore with the Claimer capability, so sweepers
-// divide due lobbies among themselves.
-type simClaimStore struct{ *simStore }
-
-func (st simClaimStore) Claim(ctx context.Context, now time.Time, limit int, hold time.Duration) ([]store.Due, error) {
+// Claim is offered to the Services only in schedules with claims, so that
+// sweepers divide due lobbies among themselves.
+func (st *simStore) Claim(ctx context.Context, now time.Time, limit int, hold time.Duration) ([]store.Due, error) {
 	f, err := st.enter(ctx)
 	if err != nil {
 		return nil, err
@@ -409,6 +478,73 @@ func (st *simStore) CommitLog(ctx context.Context, name, id string, after uint64
 	return simChange(st, ctx, func() error { return st.inner.CommitLog(ctx, name, id, after) })
 }
 
+// The session calls, with the simulation's faults. Every one that took
+// effect is logged with the session's deadline before and after it: the
+// checks replay lobbies with the deadlines the sessions' renewals made.
+
+// sessDeadline is the inner store's deadline of session id, read without
+// a yield (zero if it does not know it).
+func (st *simStore) sessDeadline(id string) time.Time {
+	ds, err := st.inner.SessionDeadlines(context.Background(), []string{id})
+	if err != nil || len(ds) != 1 {
+		panic(fmt.Sprintf("sim: session deadline of %q: %v", id, err))
+	}
+	return ds[0]
+}
+
+func (st *simStore) logSession(kind, id string, now time.Time, call func() error) error {
+	before := st.sessDeadline(id)
+	if err := call(); err != nil {
+		return err
+	}
+	st.sessLog = append(st.sessLog, simSessOp{kind: kind, id: id, now: now, before: before, deadline: st.sessDeadline(id), commits: len(st.commits)})
+	return nil
+}
+
+func (st *simStore) OpenSession(ctx context.Context, id string, deadline time.Time) error {
+	return simChange(st, ctx, func() error {
+		return st.logSession("open", id, time.Time{}, func() error { return st.inner.OpenSession(ctx, id, deadline) })
+	})
+}
+
+func (st *simStore) RenewSession(ctx context.Context, id string, now, deadline time.Time) error {
+	return simChange(st, ctx, func() error {
+		return st.logSession("renew", id, now, func() error { return st.inner.RenewSession(ctx, id, now, deadline) })
+	})
+}
+
+func (st *simStore) EndSession(ctx context.Context, id string, at time.Time) error {
+	return simChange(st, ctx, func() error {
+		return st.logSession("end", id, at, func() error { return st.inner.EndSession(ctx, id, at) })
+	})
+}
+
+func (st *simStore) SessionDeadlines(ctx context.Context, ids []string) ([]time.Time, error) {
+	ds, err := simRead(st, ctx, func() ([]time.Time, error) { return st.inner.SessionDeadlines(ctx, ids) })
+	if a := st.sim.current; a != nil && err == nil && len(ds) == len(ids) {
+		a.sd, a.sdLoads = make(rules.SessionDeadlines, len(ids)), 0
+		for i, id := range ids {
+			a.sd[id] = ds[i]
+		}
+	}
+	return ds, err
+}
+
+func (st *simStore) ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]store.SessionDeadline, error) {
+	// It may forget sessions: a change, though one a failure after it
+	// leaves harmless.
+	var out []store.SessionDeadline
+	err := simChange(st, ctx, func() (err error) { out, err = st.inner.ExpiredSessions(ctx, now, limit); return err })
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (st *simStore) SessionLobbies(ctx context.Context, id, after string, limit int) ([]string, error) {
+	return simRead(st, ctx, func() ([]string, error) { return st.inner.SessionLobbies(ctx, id, after, limit) })
+}
+
 // --- Services, clocks, observers ---
 
 // skewClock is the base clock shifted by an offset that the scheduler may
@@ -433,6 +569,9 @@ func (c *skewClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 func (c *skewClock) Until(t time.Time) time.Duration { return t.Sub(c.Now()) }
 
 type simService struct {
+	// loops: the session steps in flight, by the Run loop that makes
+	// them (each loop is one goroutine, so never two steps at once).
+	loops map[string]bool
 	idx   int
 	svc   *Service
 	clock *skewClock
@@ -449,9 +588,32 @@ func (o simObserver) Observe(_ context.Context, obs Observation) {
 	if a == nil || len(a.cmds) == 0 {
 		return
 	}
+	// The commits since the last Observation were this transaction's:
+	// it names their command as the Service ran it (a join with the
+	// session it went through, the Service's own time-outs, drains and
+	// expiries).
+	cmd := obs.Command.WithSessionDeadlines(nil)
+	for _, ci := range a.pending {
+		c := &s.store.commits[ci]
+		c.cmd = cmd
+		if cmd.Op == rules.OpTimeOut {
+			c.stamped = obs.At
+		}
+	}
+	a.pending = nil
+	sd := a.sd
+	if a.sdLoads > 1 {
+		sd = nil
+	}
+	a.sd, a.sdLoads = nil, 0
 	top := a.cmds[len(a.cmds)-1]
-	if top.own {
+	// Only the operation's own command, judged against the store (a
+	// held heartbeat answered from memory makes no attempt; a heartbeat
+	// that commits a time-out instead is another command).
+	if top.own && obs.Attempts > 0 && obs.Command.Op == a.op.cmd.Op {
 		a.op.obs = obs
+		a.op.obs.Command = cmd
+		a.op.obsSD = sd
 		a.op.observed = true
 		a.op.judgedAtObserve = a.op.judged
 	}
@@ -485,7 +647,7 @@ func (p simPublisher) Publish(ctx context.Context, events []Event) error {
 }
 
 func (s *sim) newService(idx int) *simService {
-	ss := &simService{idx: idx, clock: &skewClock{Clock: s.base, sim: s}}
+	ss := &simService{idx: idx, clock: &skewClock{Clock: s.base, sim: s}, loops: map[string]bool{}}
 	ss.ctx, ss.kill = context.WithCancel(context.Background())
 	opts := []Option{WithClock(ss.clock), WithPolicy(s.policy), WithObserver(simObserver{s}), WithPublisher(simPublisher{s})}
 	switch s.rng.IntN(3) {
@@ -494,11 +656,25 @@ func (s *sim) newService(idx int) *simService {
 	case 2:
 		opts = append(opts, WithCache(2, time.Second))
 	}
-	var st store.Store = s.store
+	var caps store.Capabilities
 	if s.claims {
-		st = simClaimStore{s.store}
+		caps.Claimer = s.store
 	}
-	svc, err := NewService(st, opts...)
+	if s.sessions {
+		caps.Sessions = s.store
+		// Both kinds of generation meet: a Service without a session
+		// (WithSessionTTL(0)) stores its connections' heartbeat
+		// deadlines beside those held by the others' sessions.
+		switch s.rng.IntN(4) {
+		case 0:
+			opts = append(opts, WithSessionTTL(0))
+		case 1:
+			opts = append(opts, WithSessionTTL(3*time.Second))
+		case 2:
+			opts = append(opts, WithSessionTTL(8*time.Second))
+		} // else the policy's heartbeat TTL, or the default
+	}
+	svc, err := NewService(store.ComposeWith(s.store, caps), opts...)
 	if err != nil {
 		panic(err)
 	}
@@ -518,7 +694,7 @@ type simJudged struct {
 }
 
 type simOp struct {
-	kind   string // "cmd", "snapshot", "reclaim", "sweep", "relay"
+	kind   string // "cmd", "snapshot", "reclaim", "sweep", "relay", or a session step (see drawOp)
 	lobby  string
 	cmd    rules.Command
 	svc    int
@@ -531,9 +707,11 @@ type simOp struct {
 	// may write nothing.)
 	wroteLast bool
 	judged    simJudged
-	// What the Observer saw of the operation's own transaction.
+	// What the Observer saw of the operation's own transaction, and the
+	// session deadlines its last attempt was judged with.
 	observed        bool
 	obs             Observation
+	obsSD           rules.SessionDeadlines
 	judgedAtObserve simJudged
 }
 
@@ -556,6 +734,24 @@ func (s *sim) drawOp() *simOp {
 			return "" // the server
 		}
 		return simPlayers[s.rng.IntN(len(simPlayers))]
+	}
+	if s.sessions && s.rng.IntN(3) == 0 {
+		// A step of a Service's session machinery, driven here instead of
+		// by Run's loops so that the schedule decides when it runs.
+		op.cmd = rules.Tick()
+		switch r := s.rng.IntN(20); {
+		case r < 6:
+			op.kind = "renew" // open or renew (or find it over)
+		case r < 10:
+			op.kind = "expired" // apply expired sessions
+		case r < 16:
+			op.kind = "timeouts" // commit the held deadlines that passed
+		case r < 18:
+			op.kind = "poll" // learn of other processes' commits
+		default:
+			op.kind = "drain"
+		}
+		return op
 	}
 	switch r := s.rng.IntN(125); {
 	case r >= 108:
@@ -601,8 +797,37 @@ func (s *sim) drawOp() *simOp {
 	return op
 }
 
+// simLoops names the Run loop that makes each session step.
+var simLoops = map[string]string{"renew": "session", "expired": "session", "timeouts": "expiry", "poll": "poll"}
+
 func (s *sim) start(op *simOp) error {
 	ss := s.services[op.svc]
+	// A drain runs on a quiet Service: none of its operations in flight,
+	// and none starts until it is done. A join in flight while the drain
+	// ends its session can still commit held by it, ended at once (its
+	// process is closing its sockets anyway); LOBBYHOST_SIM_LOUD_DRAIN=1
+	// lets drains run beside everything, and those lobbies then show a
+	// split view of the session (see splitView).
+	if simQuietDrain && ss.loops["drain"] {
+		return nil
+	}
+	if simQuietDrain && op.kind == "drain" {
+		for _, a := range s.actors {
+			if a.svc == ss {
+				return nil
+			}
+		}
+	}
+	loop := simLoops[op.kind]
+	if op.kind == "drain" {
+		loop = "drain"
+	}
+	if loop != "" {
+		if ss.loops[loop] {
+			return nil // that loop is busy: it makes this step later
+		}
+		ss.loops[loop] = true
+	}
 	a := &simActor{id: s.nextID, svc: ss, resume: make(chan struct{}), op: op}
 	s.nextID++
 	a.ctx, a.cancel = context.WithCancel(ss.ctx)
@@ -615,9 +840,32 @@ func (s *sim) start(op *simOp) error {
 	go func() {
 		<-a.resume
 		svc := ss.svc
+		l := svc.live
 		switch op.kind {
 		case "cmd":
-			op.res, op.err = svc.Do(a.ctx, op.lobby, op.cmd)
+			if op.cmd.Op == rules.OpHeartbeat {
+				op.res, op.err = svc.Heartbeat(a.ctx, op.lobby, op.cmd.Player, op.cmd.Gen)
+			} else {
+				op.res, op.err = svc.Do(a.ctx, op.lobby, op.cmd)
+			}
+		case "renew":
+			if l != nil && l.own {
+				l.renewOnce(a.ctx, svc.clock.Now())
+			}
+		case "expired":
+			if l != nil {
+				op.err = l.applyExpired(a.ctx)
+			}
+		case "timeouts":
+			if l != nil {
+				l.expireDue(a.ctx, svc.clock.Now(), 1)
+			}
+		case "poll":
+			if l != nil {
+				op.err = l.pollHeads(a.ctx)
+			}
+		case "drain":
+			op.err = svc.Drain(a.ctx)
 		case "snapshot":
 			_, op.err = svc.Snapshot(a.ctx, op.lobby)
 		case "reclaim":
@@ -629,17 +877,26 @@ func (s *sim) start(op *simOp) error {
 		}
 		a.cancel()
 		a.done = true
+		if loop != "" {
+			ss.loops[loop] = false // under the baton
+		}
 		s.back <- a
 	}()
-	return s.run(a)
+	if err := s.run(a); err != nil {
+		return err
+	}
+	// A healthy process's session loop finishes its renewal before
+	// anything else happens to it; in the other schedules renewals
+	// interleave with everything (and a parked one is a paused process).
+	for s.healthy && op.kind == "renew" && !a.done {
+		if err := s.run(a); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // --- one schedule ---
-
-func runSimulation(seed uint64) error {
-	_, err := runSimForStats(seed)
-	return err
-}
 
 func runSimForStats(seed uint64) (*sim, error) {
 	s := &sim{
@@ -658,31 +915,71 @@ func runSimForStats(seed uint64) (*sim, error) {
 	p.MaxBlocks = []int{0, 1}[s.rng.IntN(2)]
 	s.policy = p
 	s.claims = s.rng.IntN(2) == 0
+	s.sessions = s.rng.IntN(4) != 0
+	s.healthy = s.rng.IntN(2) == 0
 	for i := range 1 + s.rng.IntN(3) {
 		s.services = append(s.services, s.newService(i))
 	}
 	s.faults = s.rng.IntN(4) != 0
+	for _, ss := range s.services {
+		if err := s.opening(ss); err != nil {
+			return s, err
+		}
+	}
 	steps := 20 + s.rng.IntN(60)
 	for range steps {
 		if err := s.step(); err != nil {
 			return s, err
 		}
 	}
-	// Let every parked actor finish, without new operations.
+	// Then the Services live on a few seconds with no commands: their
+	// session loops renew, and the held connections nobody heartbeats
+	// time out, committed by their Services.
+	if s.sessions {
+		for range 6 {
+			s.base.Advance(time.Second)
+			for _, ss := range s.services {
+				for _, kind := range []string{"renew", "timeouts"} {
+					if err := s.start(&simOp{svc: ss.idx, lobby: simLobbies[0], kind: kind, cmd: rules.Tick()}); err != nil {
+						return s, err
+					}
+				}
+			}
+			if err := s.finish(); err != nil {
+				return s, err
+			}
+		}
+		// Some shut down on purpose.
+		for _, ss := range s.services {
+			if s.rng.IntN(3) == 0 {
+				if err := s.start(&simOp{svc: ss.idx, lobby: simLobbies[0], kind: "drain", cmd: rules.Tick()}); err != nil {
+					return s, err
+				}
+			}
+		}
+	}
+	if err := s.finish(); err != nil {
+		return s, err
+	}
+	s.faults = false
+	return s, s.check()
+}
+
+// finish lets every parked actor finish, without new operations.
+func (s *sim) finish() error {
 	for n := 0; len(s.actors) > 0; n++ {
 		if n > 20000 {
 			var stuck []string
 			for _, a := range s.actors {
 				stuck = append(stuck, fmt.Sprintf("actor %d (%s %v on %s) %s", a.id, a.op.kind, a.op.cmd.Op, a.op.lobby, a.where))
 			}
-			return s, fmt.Errorf("deadlock: after 20000 turns these actors still have not finished: %v", stuck)
+			return fmt.Errorf("deadlock: after 20000 turns these actors still have not finished: %v", stuck)
 		}
 		if err := s.run(s.actors[s.rng.IntN(len(s.actors))]); err != nil {
-			return s, err
+			return err
 		}
 	}
-	s.faults = false
-	return s, s.check()
+	return nil
 }
 
 func (s *sim) step() error {
@@ -700,6 +997,15 @@ func (s *sim) step() error {
 		return nil
 	case r < 90:
 		s.base.Advance([]time.Duration{time.Millisecond, 300 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second}[s.rng.IntN(5)])
+		// Mostly, each session loop wakes and renews as the time moved
+		// (or finds its session over, if the clock went past it).
+		for _, ss := range s.services {
+			if s.rng.IntN(6) != 0 {
+				if err := s.opening(ss); err != nil {
+					return err
+				}
+			}
+		}
 	case r < 96:
 		// A Service's clock is skewed or jumps, forward or back.
 		ss := s.services[s.rng.IntN(len(s.services))]
@@ -711,8 +1017,18 @@ func (s *sim) step() error {
 		s.services[i].dead = true
 		s.services[i].kill()
 		s.services[i] = s.newService(i)
+		return s.opening(s.services[i])
 	}
 	return nil
+}
+
+// opening starts a new Service's first renewal, which opens its session,
+// as Run does first (it may park, and fail, like any other step).
+func (s *sim) opening(ss *simService) error {
+	if !s.sessions {
+		return nil
+	}
+	return s.start(&simOp{svc: ss.idx, lobby: simLobbies[0], kind: "renew", cmd: rules.Tick()})
 }
 
 // --- the checks ---
@@ -758,16 +1074,41 @@ func (s *sim) check() error {
 			if !c.judgedAt.IsZero() {
 				at = c.judgedAt
 			}
+			if !c.stamped.IsZero() {
+				at = c.stamped
+			}
+			c.prior, c.held = r.state.Updated, r.state.Sessions()
+			// Judged with the session deadlines the store gave the
+			// attempt that wrote (none asked: every session it holds
+			// was known to be alive then).
+			cmd := c.cmd.WithSessionDeadlines(c.sd)
 			want := r.state.Clone()
-			res, err := m.Apply(want, c.cmd, at)
+			res, err := m.Apply(want, cmd, at)
+			if err != nil || !res.Changed || !c.madeBy(want, next, res) {
+				// A session the store had forgotten (zero) is judged
+				// with its deadline as the Service last knew it: one of
+				// the deadlines the session had.
+				for _, sd := range s.forgottenAs(c.sd) {
+					w := r.state.Clone()
+					if rs, rerr := m.Apply(w, c.cmd.WithSessionDeadlines(sd), at); rerr == nil && rs.Changed && c.madeBy(w, next, rs) {
+						c.sd, cmd, want, res, err = sd, c.cmd.WithSessionDeadlines(sd), w, rs, nil
+						break
+					}
+				}
+			}
 			if err != nil || !res.Changed {
 				return fmt.Errorf("lobby %s version %d: replaying %v at %v: %v, changed %v; but it was committed", id, c.version, c.cmd.Op, at, err, res.Changed)
 			}
 			if diff := cmp.Diff(want, next, simCmp); diff != "" {
 				return fmt.Errorf("lobby %s version %d (%v at %v): committed record differs from the Machine's (-machine +stored):\n%s", id, c.version, c.cmd.Op, at, diff)
 			}
-			if err := m.CheckTransition(r.state, next, c.cmd, res, at); err != nil {
+			if err := m.CheckTransition(r.state, next, cmd, res, at); err != nil {
 				return fmt.Errorf("lobby %s version %d: %w", id, c.version, err)
+			}
+			if want := next.Sessions(); !s.sessions {
+				want = nil
+			} else if !slices.Equal(c.sessions, want) {
+				return fmt.Errorf("lobby %s version %d: written with sessions %v, the record holds %v", id, c.version, c.sessions, want)
 			}
 			if !c.dl.Equal(next.NextDeadline()) {
 				return fmt.Errorf("lobby %s version %d: stored deadline %v, the record's next deadline %v", id, c.version, c.dl, next.NextDeadline())
@@ -797,7 +1138,7 @@ func (s *sim) check() error {
 			if diff := cmp.Diff(res.Ended, fx.Ended, simCmp); diff != "" {
 				return fmt.Errorf("lobby %s version %d (%v at %v): logged ended connections differ from the Machine's (-machine +log):\n%s", id, c.version, c.cmd.Op, at, diff)
 			}
-			if c.own && c.op != nil && c.op.err == nil && c.op.kind == "cmd" && c.op.wroteLast && c.op.writes[len(c.op.writes)-1] == ci {
+			if c.own && c.op != nil && c.op.err == nil && c.op.kind == "cmd" && c.cmd.Op == c.op.cmd.Op && c.op.wroteLast && c.op.writes[len(c.op.writes)-1] == ci {
 				if diff := cmp.Diff(res, c.op.res, simCmp); diff != "" {
 					return fmt.Errorf("lobby %s: %v's result differs from the Machine's on the version it wrote (-machine +service):\n%s", id, c.cmd.Op, diff)
 				}
@@ -825,17 +1166,21 @@ func (s *sim) check() error {
 		if err != nil {
 			return err
 		}
-		res, err := m.Apply(st, op.cmd, op.obs.At)
-		if (err == nil) != (op.err == nil) || (err != nil && !errors.Is(op.err, errors.Unwrap(err))) && !sameRefusal(err, op.err) {
-			return fmt.Errorf("%v on %s at version %d: Machine says %v, Service said %v", op.cmd.Op, op.lobby, j.version, err, op.err)
+		// Judged with the session deadlines the store gave (or, for one
+		// it had forgotten, one of the deadlines that session had).
+		var first error
+		for i, sd := range append([]rules.SessionDeadlines{op.obsSD}, s.forgottenAs(op.obsSD)...) {
+			err := s.judgedLike(m, st.Clone(), op, sd, j)
+			if err == nil {
+				first = nil
+				break
+			}
+			if i == 0 {
+				first = err
+			}
 		}
-		if err == nil {
-			if res.Changed {
-				return fmt.Errorf("%v on %s at version %d changes the lobby, but the Service wrote nothing (result %+v)", op.cmd.Op, op.lobby, j.version, op.res)
-			}
-			if diff := cmp.Diff(res, op.res, simCmp); diff != "" {
-				return fmt.Errorf("%v on %s at version %d: result differs from the Machine's (-machine +service):\n%s", op.cmd.Op, op.lobby, j.version, diff)
-			}
+		if first != nil {
+			return first
 		}
 	}
 	// Everything committed was published, nothing else.
@@ -941,11 +1286,22 @@ type simStep struct {
 // writes that only a sweeper, a snapshot or an expiry trigger made, each
 // command at the time it took effect: the events, the commands' results and
 // the final state must not change.
+//
+// The session deadlines of that replay come from the sessions' own history
+// alone: each session ends at the deadline its opening, renewals and end
+// left it with, whoever applied its expiry and whenever.
 func (s *sim) checkSweeperIndependence(m *rules.Machine, finals map[string]*simReplayed) error {
 	for id, r := range finals {
+		if s.splitView(id) {
+			// Its history is not a function of the sessions' renewals
+			// (see splitView); its commits were checked one by one.
+			s.split++
+			continue
+		}
+		sessions := s.sessionEnds(id)
 		end := t0.Add(24 * time.Hour)
 		actual := r.state.Clone()
-		tail, err := m.Apply(actual, rules.Tick(), end)
+		tail, err := m.Apply(actual, rules.Tick().WithSessionDeadlines(sessions), end)
 		if err != nil {
 			return err
 		}
@@ -957,7 +1313,7 @@ func (s *sim) checkSweeperIndependence(m *rules.Machine, finals map[string]*simR
 			c := step.commit
 			switch {
 			case c.del:
-				res, err := m.Apply(st, rules.Tick(), step.at)
+				res, err := m.Apply(st, rules.Tick().WithSessionDeadlines(sessions), step.at)
 				if err != nil {
 					return err
 				}
@@ -969,7 +1325,7 @@ func (s *sim) checkSweeperIndependence(m *rules.Machine, finals map[string]*simR
 			case c.cmd.Op == rules.OpTick || c.cmd.Op == rules.OpExpireLease:
 				// A sweeper's, a snapshot's or a trigger's write: dropped.
 			default:
-				res, err := m.Apply(st, c.cmd, step.at)
+				res, err := m.Apply(st, c.cmd.WithSessionDeadlines(sessions), step.at)
 				if err != nil {
 					return fmt.Errorf("lobby %s without sweeper writes: %v at %v: %v", id, c.cmd.Op, step.at, err)
 				}
@@ -984,7 +1340,7 @@ func (s *sim) checkSweeperIndependence(m *rules.Machine, finals map[string]*simR
 				}
 			}
 		}
-		tail, err = m.Apply(st, rules.Tick(), end)
+		tail, err = m.Apply(st, rules.Tick().WithSessionDeadlines(sessions), end)
 		if err != nil {
 			return err
 		}
@@ -994,6 +1350,330 @@ func (s *sim) checkSweeperIndependence(m *rules.Machine, finals map[string]*simR
 		}
 		if diff := cmp.Diff(actual, st, simCmp); diff != "" {
 			return fmt.Errorf("lobby %s: final state depends on sweeper timing (-as committed +without sweeper writes):\n%s", id, diff)
+		}
+	}
+	return nil
+}
+
+// sessionEnds returns the deadline each session was left with by its
+// opening, renewals and end, as the store took them, for replaying lobby
+// id.
+//
+// Exceptions, where a lobby ended a session at another deadline than the
+// one its renewals and end finally left it with:
+//   - a renewal judged at a now its process read before another process
+//     found the session over, but that reached the store after (a slow or
+//     delayed call, or a clock behind the other's), moves the deadline
+//     past the one a lobby's transition already ended the session at. The
+//     store takes the renewer's now as a value, so nothing refuses it;
+//   - a write judged while its session was alive that reaches the store
+//     after the session's deadline, once the store has forgotten the
+//     session (it held no lobby then): the lobby's next transition finds
+//     no deadline and ends the session's connections at the lobby's last
+//     transition time;
+//   - a drain whose clock is behind another process's ends its session
+//     at its own now, earlier than a time at which the other judged the
+//     session alive in some lobby (a drain's end may move the deadline
+//     back).
+//
+// Each lobby then keeps the deadline it ended the session at: the replay
+// of a lobby uses the earliest deadline at which one of its transitions
+// found the session over, and a session it never found over ends, for it,
+// no earlier than just after the last time it judged it alive. revived
+// counts the sessions of the first kind.
+func (s *sim) sessionEnds(id string) rules.SessionDeadlines {
+	out := rules.SessionDeadlines{}
+	for _, o := range s.store.sessLog {
+		switch {
+		case o.kind == "end" && o.deadline.Equal(o.now):
+			// A drain ends its session at its own now, at which its
+			// transitions (and its joins) judged the session alive:
+			// the end comes just after them.
+			out[o.id] = o.deadline.Add(time.Nanosecond)
+		case !o.deadline.IsZero():
+			out[o.id] = o.deadline
+		}
+	}
+	for ses, alive := range s.judgedAlive(id) {
+		if !alive.Before(out[ses]) {
+			out[ses] = alive.Add(time.Nanosecond)
+		}
+	}
+	for ses, d := range s.verdicts(id) {
+		out[ses] = d
+	}
+	return out
+}
+
+// judgedAlive returns, per session, the latest time at which a committed
+// transition of lobby id judged it alive (see simCommit.alive).
+func (s *sim) judgedAlive(id string) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, c := range s.store.commits {
+		if c.del || c.lobby != id {
+			continue
+		}
+		at, alive := c.alive()
+		for _, ses := range alive {
+			if at.After(out[ses]) {
+				out[ses] = at
+			}
+		}
+	}
+	return out
+}
+
+// alive returns the time c's transition was judged at and the sessions it
+// judged alive then: those the lobby held that it did not find over, and
+// the one its join went through.
+func (c *simCommit) alive() (time.Time, []string) {
+	at := later(later(c.judgedAt, c.stamped), c.prior)
+	var alive []string
+	for _, ses := range c.held {
+		if d, asked := c.sd[ses]; asked && (d.IsZero() || !d.After(at)) {
+			continue // found over
+		}
+		alive = append(alive, ses)
+	}
+	if c.cmd.Op == rules.OpJoin && c.cmd.Session != "" {
+		alive = append(alive, c.cmd.Session)
+	}
+	return at, alive
+}
+
+// verdicts returns, per session, the earliest deadline at which a
+// committed transition of lobby id (or of any lobby, for id "") found it
+// over.
+func (s *sim) verdicts(id string) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, c := range s.store.commits {
+		if c.del || (id != "" && c.lobby != id) {
+			continue
+		}
+		at := later(later(c.judgedAt, c.stamped), c.prior)
+		for ses, d := range c.sd {
+			if !slices.Contains(c.held, ses) {
+				continue // asked about for a join: the lobby ended nothing of it
+			}
+			if d.IsZero() {
+				d = c.prior // forgotten: ended as of the lobby's last time
+			}
+			if d.After(at) {
+				continue
+			}
+			if e, ok := out[ses]; !ok || d.Before(e) {
+				out[ses] = d
+			}
+		}
+	}
+	return out
+}
+
+// revived returns how many sessions a late renewal moved past a deadline
+// a lobby had ended them at (see sessionEnds).
+func (s *sim) revived() int {
+	final := map[string]time.Time{}
+	for _, o := range s.store.sessLog {
+		if !o.deadline.IsZero() {
+			final[o.id] = o.deadline
+		}
+	}
+	n := 0
+	for ses, d := range s.verdicts("") {
+		if final[ses].After(d) {
+			n++
+		}
+	}
+	return n
+}
+
+// trace describes the schedule's commits and session calls, for a failure
+// replayed with LOBBYHOST_SIM_TRACE=1.
+func (s *sim) trace() string {
+	var b []byte
+	si := 0
+	for ci, c := range s.store.commits {
+		for ; si < len(s.store.sessLog) && s.store.sessLog[si].commits <= ci; si++ {
+			o := s.store.sessLog[si]
+			b = fmt.Appendf(b, "  session %s %s now %v: %v -> %v\n", o.kind, o.id, o.now.Format("05.000"), o.before.Format("05.000"), o.deadline.Format("05.000"))
+		}
+		svc := -1
+		if c.op != nil {
+			svc = c.op.svc
+		}
+		b = fmt.Appendf(b, "%s v%d svc %d %v %s gen %d session %q judged %v stamped %v sd %v sessions %v del %v\n", c.lobby, c.version, svc, c.cmd.Op, c.cmd.Player, c.cmd.Gen, c.cmd.Session, c.judgedAt.Format("05.000"), c.stamped.Format("05.000"), c.sd, c.sessions, c.del)
+	}
+	for ; si < len(s.store.sessLog); si++ {
+		o := s.store.sessLog[si]
+		b = fmt.Appendf(b, "  session %s %s now %v: %v -> %v\n", o.kind, o.id, o.now.Format("05.000"), o.before.Format("05.000"), o.deadline.Format("05.000"))
+	}
+	return string(b)
+}
+
+// TestSimulationCoversSessions: the schedules reach what the session steps
+// are there for. Over a fixed set of seeds, some commits are joins held by
+// a session, ends of held connections committed by their Service,
+// expiries of sessions applied (ticks judged with an ended session's
+// deadline), drains and renewals that found their session over; and both
+// kinds of generation sit in one lobby at once.
+func TestSimulationCoversSessions(t *testing.T) {
+	counts := map[string]int{}
+	revived, split := 0, 0
+	for seed := uint64(1); seed <= 150; seed++ {
+		s, err := runSimForStats(seed)
+		if err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		given := map[string]bool{}
+		for _, o := range s.store.sessLog {
+			if o.kind == "open" {
+				counts["sessions opened"]++
+			}
+			if o.kind == "end" {
+				counts["sessions ended by a drain"]++
+			}
+		}
+		for _, ss := range s.services {
+			if ss.svc.live != nil {
+				for id := range ss.svc.live.given {
+					given[id] = true
+				}
+			}
+		}
+		counts["sessions given up"] += len(given)
+		revived += s.revived()
+		split += s.split
+		for _, c := range s.store.commits {
+			if c.del {
+				continue
+			}
+			switch {
+			case c.cmd.Op == rules.OpJoin && c.cmd.Session != "":
+				counts["held joins"]++
+			case c.cmd.Op == rules.OpTimeOut:
+				counts["held time-outs"]++
+			case c.cmd.Op == rules.OpDrain:
+				counts["drains"]++
+			case c.cmd.Op == rules.OpTick && len(c.sd) > 0:
+				counts["ticks with an ended session"]++
+			}
+			st, err := rules.DecodeState(c.data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held, stored := false, false
+			for _, m := range st.Members {
+				for _, cn := range m.Conns {
+					held = held || cn.Session != ""
+					stored = stored || !cn.Deadline.IsZero()
+				}
+			}
+			if held && stored {
+				counts["lobbies with both kinds"]++
+			}
+		}
+	}
+	t.Logf("over 150 schedules: %v; sessions a late renewal revived: %d; lobbies left out of the property for a split view of a session: %d", counts, revived, split)
+	// Left out of the property only where the sessions' own history
+	// cannot decide it, which must stay rare.
+	if total := 150 * len(simLobbies); split*20 > total {
+		t.Errorf("%d of %d lobbies left out of the sweeper-independence check", split, total)
+	}
+	for _, k := range []string{"sessions opened", "sessions ended by a drain", "sessions given up", "held joins", "held time-outs", "drains", "ticks with an ended session", "lobbies with both kinds"} {
+		if counts[k] == 0 {
+			t.Errorf("no %s in 150 schedules", k)
+		}
+	}
+}
+
+// forgottenAs returns sd with the sessions it gives as forgotten (zero)
+// given instead, in turn, each deadline they had in the store: what a
+// Service that knew one of them judges with.
+func (s *sim) forgottenAs(sd rules.SessionDeadlines) []rules.SessionDeadlines {
+	out := []rules.SessionDeadlines{maps.Clone(sd)}
+	for id, d := range sd {
+		if !d.IsZero() {
+			continue
+		}
+		var seen []time.Time
+		for _, o := range s.store.sessLog {
+			for _, t := range []time.Time{o.before, o.deadline} {
+				if o.id == id && !t.IsZero() && !slices.ContainsFunc(seen, t.Equal) {
+					seen = append(seen, t)
+				}
+			}
+		}
+		var next []rules.SessionDeadlines
+		for _, base := range out {
+			for _, t := range seen {
+				m := maps.Clone(base)
+				m[id] = t
+				next = append(next, m)
+			}
+		}
+		out = append(out, next...)
+	}
+	return out[1:]
+}
+
+// splitView reports whether lobby id judged a session alive at a time at
+// or after a deadline at which it also found it over. No single deadline
+// reproduces both, so the lobby's history is then no function of the
+// renewals. It happens when a session's deadline as the store gives it
+// goes back on what a transition already judged:
+//   - a join's write judged while its session was alive reaches the store
+//     after the session's deadline, once an expiry pass has forgotten it
+//     (it held no lobby yet), and the next transition, by a process that
+//     never knew the session's deadline, ends the join's connection at the
+//     lobby's last transition time: the join's own;
+//   - a drain ends its session at its own now, which is not after a time
+//     at which another process (a clock ahead, or just the same instant)
+//     judged the session alive in a lobby the drain could not reach;
+//   - a late renewal (see sessionEnds) revives a session a lobby ended,
+//     and a join goes through it there again.
+func (s *sim) splitView(id string) bool {
+	verdicts := s.verdicts(id)
+	for _, c := range s.store.commits {
+		if c.del || c.lobby != id {
+			continue
+		}
+		at, alive := c.alive()
+		for _, ses := range alive {
+			if d, ok := verdicts[ses]; ok && !at.Before(d) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// madeBy reports whether the Machine's transition (its state want and
+// result res) is what c committed: the record next and its log entry.
+func (c *simCommit) madeBy(want, next *rules.State, res Result) bool {
+	var fx rules.Effects
+	if c.effects != nil {
+		var err error
+		if fx, err = rules.DecodeEffects(c.effects); err != nil {
+			return false
+		}
+	}
+	return cmp.Equal(want, next, simCmp) && cmp.Equal(res.Events, fx.Events, simCmp) && cmp.Equal(res.Ended, fx.Ended, simCmp)
+}
+
+// judgedLike checks that op's result (a command that wrote nothing) is the
+// Machine's on st, the version it was judged on, with session deadlines
+// sd.
+func (s *sim) judgedLike(m *rules.Machine, st *rules.State, op *simOp, sd rules.SessionDeadlines, j simJudged) error {
+	res, err := m.Apply(st, op.obs.Command.WithSessionDeadlines(sd), op.obs.At)
+	if (err == nil) != (op.err == nil) || (err != nil && !errors.Is(op.err, errors.Unwrap(err))) && !sameRefusal(err, op.err) {
+		return fmt.Errorf("%v on %s at version %d: Machine says %v, Service said %v", op.cmd.Op, op.lobby, j.version, err, op.err)
+	}
+	if err == nil {
+		if res.Changed {
+			return fmt.Errorf("%v on %s at version %d changes the lobby, but the Service wrote nothing (result %+v)", op.cmd.Op, op.lobby, j.version, op.res)
+		}
+		if diff := cmp.Diff(res, op.res, simCmp); diff != "" {
+			return fmt.Errorf("%v on %s at version %d: result differs from the Machine's (-machine +service):\n%s", op.cmd.Op, op.lobby, j.version, diff)
 		}
 	}
 	return nil

@@ -37,6 +37,9 @@ type txn struct {
 	// internal: a command of the Service itself, which may name a
 	// session.
 	internal bool
+	// hold: a join through this Service's session, chosen at each
+	// attempt's time (none once it has ended or while draining).
+	hold bool
 }
 
 // outcome is what a transaction leaves for the work done after the lobby's
@@ -49,6 +52,9 @@ type outcome struct {
 	events    []Event   // the events of every commit the transaction made
 	deadline  time.Time // the last committed lobby's next deadline
 	at        time.Time // the clock reading of the last attempt
+	// cmd is the command as the last attempt ran it: a join names the
+	// session it went through.
+	cmd rules.Command
 }
 
 // transact runs t on lobby id: validation, the lock, the compare-and-set
@@ -65,21 +71,19 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 		return Result{}, fmt.Errorf("%w: sessions are the Service's own (see Service.Drain)", ErrInvalidCommand)
 	}
 	start := s.clock.Now()
-	if t.cmd.Op == rules.OpJoin && s.live != nil {
-		t.cmd.Session = s.live.session(start)
-	}
+	t.hold = t.cmd.Op == rules.OpJoin && s.live != nil
 	var o outcome
 	sl, err := s.lobbies.acquire(ctx, id, s.yieldHook())
 	if err != nil {
 		o.err = err
 	} else {
 		o = s.attempts(ctx, id, sl, t)
-		if t.cmd.Session != "" && errors.Is(o.err, rules.ErrSessionEnded) {
+		if t.hold && errors.Is(o.err, rules.ErrSessionEnded) {
 			// The lobby judged this Service's own session over (it has
 			// moved past the session's deadline: a clock ahead of
 			// ours, or a renewal that came late). The join does not
 			// depend on it: it gets a stored heartbeat deadline.
-			t.cmd.Session = ""
+			t.hold = false
 			o = s.attempts(ctx, id, sl, t)
 		}
 		// Keep a committed lobby that has members; unknown, empty and
@@ -93,9 +97,13 @@ func (s *Service) transact(ctx context.Context, id string, t txn) (Result, error
 		s.advice.record(id, t.cmd, o.res)
 	}
 	if s.cfg.observer != nil {
+		ran := t.cmd
+		if o.cmd.Op != 0 {
+			ran = o.cmd
+		}
 		s.cfg.observer.Observe(ctx, Observation{
 			Lobby:     id,
-			Command:   t.cmd,
+			Command:   ran,
 			Result:    o.res,
 			Err:       o.err,
 			Committed: o.committed,
@@ -146,6 +154,9 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			o.at = t.at
 		}
 		cmd := t.cmd
+		if t.hold {
+			cmd.Session = s.live.session(o.at)
+		}
 		if s.live != nil {
 			d, err := s.live.deadlines(ctx, work, o.at)
 			if err != nil {
@@ -153,6 +164,7 @@ func (s *Service) attempts(ctx context.Context, id string, sl *slot, t txn) (o o
 			}
 			cmd = cmd.WithSessionDeadlines(d)
 		}
+		o.cmd = cmd.WithSessionDeadlines(nil)
 		res, err := s.m.ApplyValidated(work, cmd, o.at)
 		if err == nil && t.reclaim && len(work.Members) > 0 {
 			err = &RefusalError{Err: ErrNotEmpty, Lobby: id, Detail: fmt.Sprintf("%d members", len(work.Members))}

@@ -23,9 +23,16 @@
 //     server, so that the suite can check that a steady heartbeat and a
 //     visible transition through the Service are one round trip each.
 //
+// A store that offers store.Sessions also gets the session checks: a
+// killed Service's connections end at its session's deadline on the
+// others; a Service whose session ended before it could renew it (paused,
+// or cut off from the store) gives its connections up and never writes on
+// the old session's behalf again; a drain moves no host.
+//
 // Subtests have stable names (TwoServicesExpireHostOnce,
 // KilledServiceLeases, WatchAcrossServices, StoreRestart/durable,
-// StoreRestart/volatile, OneRoundTrip), so that one can run
+// StoreRestart/volatile, OneRoundTrip, Sessions/KilledHolder,
+// Sessions/Paused, Sessions/CutOff, Sessions/Drain), so that one can run
 // alone with -run. Checks that draw at random log a seed and replay it from
 // LOBBYHOST_SEED (see storetest.Seed).
 package lobbytest

@@ -27,6 +27,7 @@ type memHarness struct{ flaw string }
 
 var (
 	_ store.Notifier              = (*memServer)(nil)
+	_ store.Sessions              = (*memServer)(nil)
 	_ lobbytest.Restarter         = memHarness{}
 	_ lobbytest.VolatileRestarter = memHarness{}
 	_ lobbytest.RoundTripCounter  = memHarness{}
@@ -163,6 +164,8 @@ func (s *memServer) Write(ctx context.Context, w store.Write) error {
 		}
 	case "forgets-events":
 		w.Effects = nil
+	case "unindexed-sessions":
+		w.Sessions = nil
 	}
 	if err := m.Write(ctx, w); err != nil {
 		return err
@@ -235,18 +238,74 @@ func (s *memServer) CommitLog(ctx context.Context, name, id string, after uint64
 	return m.CommitLog(ctx, name, id, after)
 }
 
+// The session calls go to the server like the others. With the flaw
+// unindexed-sessions, writes keep no index of the lobbies each session
+// holds, so no process learns where an expired session's connections are.
+
+func (s *memServer) OpenSession(ctx context.Context, id string, deadline time.Time) error {
+	m, err := s.call("OpenSession")
+	if err != nil {
+		return err
+	}
+	return m.OpenSession(ctx, id, deadline)
+}
+
+func (s *memServer) RenewSession(ctx context.Context, id string, now, deadline time.Time) error {
+	m, err := s.call("RenewSession")
+	if err != nil {
+		return err
+	}
+	return m.RenewSession(ctx, id, now, deadline)
+}
+
+func (s *memServer) EndSession(ctx context.Context, id string, at time.Time) error {
+	m, err := s.call("EndSession")
+	if err != nil {
+		return err
+	}
+	return m.EndSession(ctx, id, at)
+}
+
+func (s *memServer) SessionDeadlines(ctx context.Context, ids []string) ([]time.Time, error) {
+	m, err := s.call("SessionDeadlines")
+	if err != nil {
+		return nil, err
+	}
+	return m.SessionDeadlines(ctx, ids)
+}
+
+func (s *memServer) ExpiredSessions(ctx context.Context, now time.Time, limit int) ([]store.SessionDeadline, error) {
+	m, err := s.call("ExpiredSessions")
+	if err != nil {
+		return nil, err
+	}
+	return m.ExpiredSessions(ctx, now, limit)
+}
+
+func (s *memServer) SessionLobbies(ctx context.Context, id, after string, limit int) ([]string, error) {
+	m, err := s.call("SessionLobbies")
+	if err != nil {
+		return nil, err
+	}
+	if s.flaw == "unindexed-sessions" {
+		return nil, nil
+	}
+	return m.SessionLobbies(ctx, id, after, limit)
+}
+
 // TestRunService: the suite passes on a correct store, all capabilities
 // included. It is the control for TestBrokenServices.
 func TestRunService(t *testing.T) { lobbytest.RunService(t, memHarness{}) }
 
 // quietHarness hands out memstores with their change notifications hidden
-// (store.Compose passes on only the capabilities named): a store without a
-// Notifier is complete, and the suite must pass on it, watching included.
+// (store.ComposeWith passes on only the capabilities named): a store
+// without a Notifier is complete, and the suite must pass on it, watching
+// and sessions included.
 type quietHarness struct{}
 
 func (quietHarness) NewStore(testing.TB) store.Store {
 	m := memstore.New(memstore.WithRetention(lobbytest.MinRetention))
-	return store.Compose(m, m, nil, m)
+	return store.ComposeWith(m, store.Capabilities{Claimer: m, BatchWriter: m, Sessions: m})
 }
 
 func (quietHarness) Connect(_ testing.TB, s store.Store) store.Store { return s }
@@ -268,6 +327,7 @@ var flaws = []struct{ name, check string }{
 	{"loads-first", "OneRoundTrip"},
 	{"forgets-events", "StoreRestart/durable"},
 	{"silent-feed", "WatchAcrossServices"},
+	{"unindexed-sessions", "Sessions/KilledHolder"},
 }
 
 const flawEnv = "LOBBYHOST_LOBBYTEST_FLAW"

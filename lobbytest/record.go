@@ -27,22 +27,21 @@ type recordedWrite struct {
 // wrap returns s with its successful writes recorded in r, batched ones
 // included. It offers store.Claimer and store.Notifier exactly when s
 // does, and when claims and notify allow it (a test hides a capability
-// from the Service by passing false), and store.BatchWriter when s does.
+// from the Service by passing false), and store.BatchWriter and
+// store.Sessions when s does.
 func (r *recorder) wrap(s store.Store, claims, notify bool) store.Store {
 	base := &recording{Store: s, r: r}
-	c, _ := s.(store.Claimer)
-	n, _ := s.(store.Notifier)
+	caps := store.Of(s)
 	if !claims {
-		c = nil
+		caps.Claimer = nil
 	}
 	if !notify {
-		n = nil
+		caps.Notifier = nil
 	}
-	var b store.BatchWriter
-	if bw, ok := s.(store.BatchWriter); ok {
-		b = &recordingBatch{bw: bw, r: r}
+	if caps.BatchWriter != nil {
+		caps.BatchWriter = &recordingBatch{bw: caps.BatchWriter, r: r}
 	}
-	return store.Compose(base, c, n, b)
+	return store.ComposeWith(base, caps)
 }
 
 // recordingBatch records the writes of a batch that committed.

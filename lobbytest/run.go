@@ -43,6 +43,21 @@ func RunService(t *testing.T, h Harness) {
 	if c, ok := h.(RoundTripCounter); ok {
 		t.Run("OneRoundTrip", func(t *testing.T) { testOneRoundTrip(t, c) })
 	}
+	if hasSessions(t, h) {
+		t.Run("Sessions", func(t *testing.T) {
+			t.Run("KilledHolder", func(t *testing.T) { testKilledHolder(t, h) })
+			t.Run("Paused", func(t *testing.T) { testLostSession(t, h, true) })
+			t.Run("CutOff", func(t *testing.T) { testLostSession(t, h, false) })
+			t.Run("Drain", func(t *testing.T) { testDrain(t, h) })
+		})
+	}
+}
+
+// hasSessions reports whether h's stores offer store.Sessions.
+func hasSessions(t *testing.T, h Harness) bool {
+	t.Helper()
+	_, ok := h.NewStore(t).(store.Sessions)
+	return ok
 }
 
 // t0 is the suite's start time on its fake clocks; its nanoseconds catch
