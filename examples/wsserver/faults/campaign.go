@@ -655,13 +655,14 @@ func (c *campaign) episode(kind string) Episode {
 		p := c.pickProcs(1)[0]
 		ep.Procs = []int{p.Idx}
 		hold := c.dur(2*ttl, 3*ttl)
-		if err := c.net.Client[p.Idx].Netem("delay", "80ms", "40ms", "loss", "8%"); err != nil {
-			ep.Detail = "netem: " + err.Error()
+		how, err := c.net.Client[p.Idx].Degrade()
+		if err != nil {
+			ep.Detail = "degrading the link: " + err.Error()
 			break
 		}
 		time.Sleep(hold)
 		_ = c.net.Client[p.Idx].Heal()
-		ep.Detail = fmt.Sprintf("client link delay 80±40 ms, loss 8%% for %v", hold.Round(time.Millisecond))
+		ep.Detail = fmt.Sprintf("client link %s for %v", how, hold.Round(time.Millisecond))
 	default:
 		p := c.pickProcs(1)[0]
 		ep.Procs = []int{p.Idx}
@@ -683,7 +684,8 @@ func (c *campaign) processFault(kind string, p *Proc) string {
 		}
 		hold := c.dur(ttl+ttl/2, 3*ttl) // past the session TTL
 		from := time.Now()
-		if err := link.Cut(); err != nil {
+		how, err := link.Cut()
+		if err != nil {
 			return "cut: " + err.Error()
 		}
 		time.Sleep(hold)
@@ -691,7 +693,7 @@ func (c *campaign) processFault(kind string, p *Proc) string {
 			return "heal: " + err.Error()
 		}
 		c.outage(p, kind, from, time.Now())
-		return fmt.Sprintf("process %d cut for %v", p.Idx, hold.Round(time.Millisecond))
+		return fmt.Sprintf("process %d cut for %v (%s)", p.Idx, hold.Round(time.Millisecond), how)
 	case FaultPause:
 		hold := c.dur(ttl+ttl/2, 3*ttl)
 		from := time.Now()

@@ -138,22 +138,47 @@ func (nt *Net) Close() error {
 	return first
 }
 
-// Netem puts a netem qdisc with args on both ends of the link ("loss",
-// "100%" cuts it); Netem with no args removes it (heals).
-func (l Link) Netem(args ...string) error {
+// qdisc replaces the root qdisc of both ends of the link with args (none:
+// back to the default).
+func (l Link) qdisc(args ...string) error {
 	_ = ipCmd("tc", "qdisc", "del", "dev", l.Root, "root")
 	_ = ipCmd("ip", "netns", "exec", l.ns, "tc", "qdisc", "del", "dev", l.Peer, "root")
 	if len(args) == 0 {
 		return nil
 	}
-	if err := ipCmd("tc", append([]string{"qdisc", "add", "dev", l.Root, "root", "netem"}, args...)...); err != nil {
+	if err := ipCmd("tc", append([]string{"qdisc", "add", "dev", l.Root, "root"}, args...)...); err != nil {
 		return err
 	}
-	return ipCmd("ip", append([]string{"netns", "exec", l.ns, "tc", "qdisc", "add", "dev", l.Peer, "root", "netem"}, args...)...)
+	return ipCmd("ip", append([]string{"netns", "exec", l.ns, "tc", "qdisc", "add", "dev", l.Peer, "root"}, args...)...)
 }
 
-// Cut drops every packet on the link, both ways.
-func (l Link) Cut() error { return l.Netem("loss", "100%") }
+// netemMissing reports whether err says the kernel has no netem qdisc.
+func netemMissing(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "qdisc kind is unknown")
+}
 
-// Heal removes whatever netem the link had.
-func (l Link) Heal() error { return l.Netem() }
+// Cut drops every packet on the link, both ways, silently (no reset, no
+// unreachable: a partition). It uses netem (loss 100%) where the kernel
+// has it, and otherwise a token bucket too small for any packet.
+func (l Link) Cut() (string, error) {
+	err := l.qdisc("netem", "loss", "100%")
+	if !netemMissing(err) {
+		return "netem loss 100%", err
+	}
+	return "tbf rate 8bit burst 32 (no netem in this kernel)", l.qdisc("tbf", "rate", "8bit", "burst", "32", "latency", "1ms")
+}
+
+// Degrade delays and drops packets on the link, both ways: netem delay
+// 80±40 ms and 8% loss where the kernel has netem; otherwise a 32 kbit/s
+// token bucket with a 300 ms queue, which delays every packet by its
+// transmission time (tens to hundreds of ms) and drops what overflows.
+func (l Link) Degrade() (string, error) {
+	err := l.qdisc("netem", "delay", "80ms", "40ms", "loss", "8%")
+	if !netemMissing(err) {
+		return "netem delay 80ms ±40ms, loss 8%", err
+	}
+	return "tbf rate 32kbit burst 1600 latency 300ms (no netem in this kernel)", l.qdisc("tbf", "rate", "32kbit", "burst", "1600", "latency", "300ms")
+}
+
+// Heal removes whatever the link had.
+func (l Link) Heal() error { return l.qdisc() }
