@@ -127,6 +127,13 @@ func summarize(t *testing.T, res *Result) string {
 	fmt.Fprintf(&b, "sockets %d, states %d, fenced actions accepted %d, refused %d\n", r.Sockets, r.States, r.Accepted, r.Refused)
 	fmt.Fprintf(&b, "ghosts %d (unwitnessed %d), worst ghost %v (bound %v); worst convergence %v (bound %v)\n",
 		len(r.Ghosts), r.Unwitnessed, r.WorstGhost.Round(time.Millisecond), res.Bounds.Ghost, r.WorstConverge.Round(time.Millisecond), res.Bounds.Converge)
+	codes := map[int]int{}
+	for _, s := range res.History.Sockets {
+		if !s.Closed.IsZero() {
+			codes[s.Code]++
+		}
+	}
+	fmt.Fprintf(&b, "socket ends by close code (-1: no close frame): %v\n", codes)
 	byKind := map[string][]time.Duration{}
 	for _, g := range r.Ghosts {
 		byKind[g.Kind] = append(byKind[g.Kind], g.For)
