@@ -647,10 +647,7 @@ func (c *campaign) episode(kind string) Episode {
 		ep.Procs = []int{ps[0].Idx, ps[1].Idx}
 		ep.Detail = k0 + ": " + details[0] + "; " + k1 + ": " + details[1]
 	case FaultStoreRestart:
-		ep.Detail = c.storeRestart()
-		if strings.HasPrefix(ep.Detail, "skipped") {
-			ep.Skipped, ep.Detail = ep.Detail, ""
-		}
+		ep.Detail, ep.Skipped = c.storeRestart()
 	case FaultNetem:
 		p := c.pickProcs(1)[0]
 		ep.Procs = []int{p.Idx}
@@ -728,26 +725,27 @@ func (c *campaign) processFault(kind string, p *Proc) string {
 	return "unknown fault " + kind
 }
 
-// storeRestart restarts the store under every process.
-func (c *campaign) storeRestart() string {
+// storeRestart restarts the store under every process. It returns what it
+// did, or why it did nothing.
+func (c *campaign) storeRestart() (done, skipped string) {
 	switch {
 	case c.redis != nil:
 		from := time.Now()
 		c.redis.kill()
 		time.Sleep(c.dur(500*time.Millisecond, 2*time.Second))
 		if err := c.redis.start(); err != nil {
-			return "redis restart: " + err.Error()
+			return "redis restart: " + err.Error(), ""
 		}
-		return fmt.Sprintf("redis-server killed (SIGKILL) and started again on its append-only file after %v", time.Since(from).Round(time.Millisecond))
+		return fmt.Sprintf("redis-server killed (SIGKILL) and started again on its append-only file after %v", time.Since(from).Round(time.Millisecond)), ""
 	case c.cfg.PostgresRestart != "":
 		from := time.Now()
 		out, err := exec.Command("sh", "-c", c.cfg.PostgresRestart).CombinedOutput()
 		if err != nil {
-			return fmt.Sprintf("postgres restart: %v: %s", err, out)
+			return fmt.Sprintf("postgres restart: %v: %s", err, out), ""
 		}
-		return fmt.Sprintf("PostgreSQL restarted (%s) in %v", c.cfg.PostgresRestart, time.Since(from).Round(time.Millisecond))
+		return fmt.Sprintf("PostgreSQL restarted (%s) in %v", c.cfg.PostgresRestart, time.Since(from).Round(time.Millisecond)), ""
 	}
-	return "skipped: the PostgreSQL server is shared; set LOBBYHOST_FAULTS_PG_RESTART to a restart command to include it"
+	return "", "the PostgreSQL server is shared; set LOBBYHOST_FAULTS_PG_RESTART to a restart command to include it"
 }
 
 // converge holds the scripted operations (reconnects and host actions go
