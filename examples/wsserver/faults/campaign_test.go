@@ -185,6 +185,26 @@ func judge(t *testing.T, res *Result) {
 		}
 		t.Errorf("%d violations of %q", n, check)
 	}
+	// Every fault must have shown: some member it took away from its
+	// process was shown gone, or came back elsewhere. A cut that cut
+	// nothing would leave them all online.
+	for _, o := range res.History.Outages {
+		lost, shown := 0, 0
+		for _, g := range res.Report.Ghosts {
+			if g.Proc == o.Proc && g.From.Equal(o.From) {
+				lost++
+				if g.Resolved {
+					shown++
+				}
+			}
+		}
+		switch {
+		case lost == 0:
+			t.Logf("%s of process %d at %s: no member had all its sockets there; its effect is not visible", o.Kind, o.Proc, o.From.Format("15:04:05.000"))
+		case shown == 0:
+			t.Errorf("%s of process %d at %s had no visible effect: all %d members it held stayed online", o.Kind, o.Proc, o.From.Format("15:04:05.000"), lost)
+		}
+	}
 	if res.Ops.Total() == 0 || res.Report.Accepted == 0 {
 		t.Errorf("the campaign did nothing: %s, %d accepted actions", res.Ops, res.Report.Accepted)
 	}

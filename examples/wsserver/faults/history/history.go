@@ -165,6 +165,7 @@ type Ghost struct {
 	Lobby, Player string
 	Proc          int
 	Kind          string
+	From          time.Time // when the fault began
 	For           time.Duration
 	Resolved      bool // false: still shown online when the fault healed or the history ended
 }
@@ -394,7 +395,7 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 				r.Unwitnessed++
 				continue
 			}
-			g := Ghost{Lobby: k.lobby, Player: k.player, Proc: o.Proc, Kind: o.Kind, Resolved: !gone.IsZero() && !gone.After(end)}
+			g := Ghost{Lobby: k.lobby, Player: k.player, Proc: o.Proc, Kind: o.Kind, From: o.From, Resolved: !gone.IsZero() && !gone.After(end)}
 			if g.Resolved {
 				g.For = gone.Sub(o.From)
 			} else {
