@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"maps"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -134,6 +136,32 @@ func summarize(t *testing.T, res *Result) string {
 		}
 	}
 	fmt.Fprintf(&b, "socket ends by close code (-1: no close frame): %v\n", codes)
+	// How the sockets a fault caught on its process ended, in the 5 s
+	// after it began ("open": still open then).
+	caught := map[string]map[string]int{}
+	for _, o := range res.History.Outages {
+		m := caught[o.Kind]
+		if m == nil {
+			m = map[string]int{}
+			caught[o.Kind] = m
+		}
+		for _, s := range res.History.Sockets {
+			if s.Proc != o.Proc || s.Opened.After(o.From) || (!s.Closed.IsZero() && s.Closed.Before(o.From)) {
+				continue
+			}
+			switch {
+			case s.Closed.IsZero() || s.Closed.Sub(o.From) > 5*time.Second:
+				m["open"]++
+			case s.Code == -1:
+				m["no close frame"]++
+			default:
+				m[strconv.Itoa(s.Code)]++
+			}
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(caught)) {
+		fmt.Fprintf(&b, "  sockets caught by %s, 5 s later: %v\n", k, caught[k])
+	}
 	byKind := map[string][]time.Duration{}
 	for _, g := range r.Ghosts {
 		byKind[g.Kind] = append(byKind[g.Kind], g.For)
