@@ -3,9 +3,9 @@ package faults
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
-	"maps"
 	"path/filepath"
 	"slices"
 	"sort"
