@@ -2,6 +2,7 @@ package faults
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
@@ -199,9 +200,60 @@ func summarize(t *testing.T, res *Result) string {
 	out := b.String()
 	t.Log("\n" + out)
 	if dir := os.Getenv("LOBBYHOST_ARTIFACTS"); dir != "" {
-		_ = os.WriteFile(filepath.Join(dir, "faults-"+t.Name()[strings.LastIndex(t.Name(), "/")+1:]+".txt"), []byte(out), 0o644)
+		name := filepath.Join(dir, "faults-"+strings.ReplaceAll(t.Name(), "/", "-"))
+		var all strings.Builder
+		all.WriteString(out)
+		for _, v := range r.Violations {
+			fmt.Fprintf(&all, "%v\n", v)
+		}
+		if err := os.WriteFile(name+".txt", []byte(all.String()), 0o644); err != nil {
+			t.Errorf("writing the summary: %v", err)
+		}
+		js, err := json.Marshal(saved{Bounds: res.Bounds, History: res.History})
+		if err == nil {
+			err = os.WriteFile(name+"-history.json", js, 0o644)
+		}
+		if err != nil {
+			t.Errorf("writing the history: %v", err)
+		}
 	}
 	return out
+}
+
+// saved is a campaign's history as written to the artifacts, for
+// checking again (TestRecheckSavedHistory).
+type saved struct {
+	Bounds  history.Bounds
+	History history.History
+}
+
+// TestRecheckSavedHistory checks a history a campaign saved
+// (LOBBYHOST_FAULTS_HISTORY=path/faults-…-history.json), as after a change
+// to the checker.
+func TestRecheckSavedHistory(t *testing.T) {
+	path := os.Getenv("LOBBYHOST_FAULTS_HISTORY")
+	if path == "" {
+		t.Skip("skipping: set LOBBYHOST_FAULTS_HISTORY to a saved campaign history to check it again")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s saved
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	r := history.Check(s.History, s.Bounds)
+	t.Logf("sockets %d, states %d, ghosts %d (unwitnessed %d), worst ghost %v; violations %v",
+		r.Sockets, r.States, len(r.Ghosts), r.Unwitnessed, r.WorstGhost, r.Count())
+	for _, v := range r.Violations {
+		t.Log(v)
+	}
+	for check, n := range r.Count() {
+		if _, ok := knownOpen[check]; !ok {
+			t.Errorf("%d violations of %q", n, check)
+		}
+	}
 }
 
 // judge fails the test for every violation of a check not known to be open.

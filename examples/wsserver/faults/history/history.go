@@ -377,8 +377,8 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 					}
 					continue
 				}
-				if !s.openAt(o.From) {
-					continue
+				if !s.openAt(o.From) || downDuring(h.Outages, s.Proc, o.From, end) {
+					continue // a process itself out cannot show anything
 				}
 				witnessed = true
 				for _, st := range s.States {
@@ -413,6 +413,16 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 			}
 		}
 	}
+}
+
+// downDuring reports whether proc had an outage overlapping [from, to].
+func downDuring(outages []Outage, proc int, from, to time.Time) bool {
+	for _, o := range outages {
+		if o.Proc == proc && o.From.Before(to) && o.To.After(from) {
+			return true
+		}
+	}
+	return false
 }
 
 // checkStopServing: a process cut off from the store past the bound must

@@ -180,3 +180,18 @@ func TestViolationNamesItsCheck(t *testing.T) {
 		t.Errorf("%q does not start with its check", v.String())
 	}
 }
+
+func TestWitnessOnAProcessThatIsOutTooIsNotUsed(t *testing.T) {
+	h := good()
+	// bob's process is paused over the whole cut: what it shows (ann
+	// online until 25 s) says nothing about the others.
+	h.Sockets[1].States[1].At = at(25)
+	// (bob, the other way round, has only ann's cut-off process to watch
+	// him.)
+	h.Outages = append(h.Outages, Outage{Proc: 1, Kind: Pause, From: at(9), To: at(24)})
+	h.Sockets[1].Closed = at(25)
+	r := Check(h, bounds)
+	if !r.OK() || r.Unwitnessed != 2 || len(r.Ghosts) != 0 {
+		t.Errorf("ghosts %+v, unwitnessed %d, violations %v: want ann and bob unwitnessed", r.Ghosts, r.Unwitnessed, r.Violations)
+	}
+}
