@@ -311,7 +311,12 @@ func runCampaign(t *testing.T, mode string, f func(cfg *Config)) {
 // TestFaultCampaignShort runs every fault once, and one pair at once, on
 // each store: the campaign CI runs.
 func TestFaultCampaignShort(t *testing.T) {
-	runCampaign(t, "short", func(cfg *Config) { cfg.Episodes = ShortEpisodes })
+	runCampaign(t, "short", func(cfg *Config) {
+		cfg.Episodes = ShortEpisodes
+		if v := os.Getenv("LOBBYHOST_FAULTS_EPISODES"); v != "" {
+			cfg.Episodes = strings.Split(v, ",") // a chosen list, e.g. to reproduce an anomaly
+		}
+	})
 }
 
 // TestFaultCampaignLong draws random faults for LOBBYHOST_FAULTS_DURATION

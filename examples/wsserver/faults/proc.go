@@ -79,6 +79,7 @@ func (p *Proc) start() error {
 	}
 	cmd := exec.Command("ip", args...)
 	cmd.Env = []string{"HOME=" + os.TempDir(), "PATH=" + os.Getenv("PATH")}
+	cmd.SysProcAttr = dieWithHarness()
 	stderr := p.Stderr
 	if stderr == nil {
 		stderr = &syncBuffer{max: 64 << 10}
@@ -114,6 +115,12 @@ func (p *Proc) start() error {
 	p.cmd, p.exited, p.Stderr, p.paused, p.down = cmd, exited, stderr, false, false
 	p.mu.Unlock()
 	return nil
+}
+
+// dieWithHarness makes a child killed when the harness dies (a test
+// timeout, an interrupt), so that no server outlives its run.
+func dieWithHarness() *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 }
 
 func tail(s string, n int) string {
@@ -238,6 +245,7 @@ func (r *redisServer) start() error {
 		"--dir", r.dir, "--appendonly", "yes", "--appendfsync", "always", "--save", "",
 		"--daemonize", "no", "--protected-mode", "no")
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	cmd.SysProcAttr = dieWithHarness()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("redis-server: %w", err)
 	}
