@@ -172,14 +172,16 @@ type Ghost struct {
 
 // Report is what Check found.
 type Report struct {
-	Violations    []Violation
-	Sockets       int
-	States        int
-	Accepted      int // fenced actions accepted
-	Refused       int // fenced actions refused (a stale term, correctly turned away)
-	Ghosts        []Ghost
-	WorstGhost    time.Duration
-	Unwitnessed   int // lost members with no socket elsewhere in their lobby to watch them
+	Violations []Violation
+	Sockets    int
+	States     int
+	Accepted   int // fenced actions accepted
+	Refused    int // fenced actions refused (a stale term, correctly turned away)
+	Ghosts     []Ghost
+	WorstGhost time.Duration
+	// Unwitnessed: lost members that no socket of a process that stayed
+	// up watched until they were shown gone or the fault healed.
+	Unwitnessed   int
 	WorstConverge time.Duration
 }
 
@@ -366,7 +368,7 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 		slices.SortFunc(keys, func(a, b key) int { return strings.Compare(a.lobby+"\x00"+a.player, b.lobby+"\x00"+b.player) })
 		for _, k := range keys {
 			var gone time.Time // when it was first shown not online, or came back elsewhere
-			witnessed := false
+			watched := false   // a witness watched it until the heal without being out itself
 			for _, s := range h.Sockets {
 				if s.Lobby != k.lobby || s.Proc == o.Proc {
 					continue
@@ -377,25 +379,38 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 					}
 					continue
 				}
-				if !s.openAt(o.From) || downDuring(h.Outages, s.Proc, o.From, end) {
-					continue // a process itself out cannot show anything
+				if !s.openAt(o.From) || outAt(h.Outages, s.Proc, o.From) {
+					continue
 				}
-				witnessed = true
+				// What a witness shows counts until its own process is
+				// out (a process that is out cannot show anything) or
+				// its socket closes.
+				until := end
+				if t := nextOut(h.Outages, s.Proc, o.From, end); !t.IsZero() {
+					until = t
+				}
+				if !s.Closed.IsZero() && s.Closed.Before(until) {
+					until = s.Closed
+				}
+				if until.Equal(end) {
+					watched = true
+				}
 				for _, st := range s.States {
 					if st.At.Before(o.From) || st.online(k.player) {
 						continue
 					}
-					if gone.IsZero() || st.At.Before(gone) {
+					if !st.At.After(until) && (gone.IsZero() || st.At.Before(gone)) {
 						gone = st.At
 					}
 					break
 				}
 			}
-			if !witnessed && gone.IsZero() {
+			resolved := !gone.IsZero() && !gone.After(end)
+			if !resolved && !watched {
 				r.Unwitnessed++
 				continue
 			}
-			g := Ghost{Lobby: k.lobby, Player: k.player, Proc: o.Proc, Kind: o.Kind, From: o.From, Resolved: !gone.IsZero() && !gone.After(end)}
+			g := Ghost{Lobby: k.lobby, Player: k.player, Proc: o.Proc, Kind: o.Kind, From: o.From, Resolved: resolved}
 			if g.Resolved {
 				g.For = gone.Sub(o.From)
 			} else {
@@ -415,14 +430,26 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 	}
 }
 
-// downDuring reports whether proc had an outage overlapping [from, to].
-func downDuring(outages []Outage, proc int, from, to time.Time) bool {
+// outAt reports whether proc was out (in an outage) at t.
+func outAt(outages []Outage, proc int, t time.Time) bool {
 	for _, o := range outages {
-		if o.Proc == proc && o.From.Before(to) && o.To.After(from) {
+		if o.Proc == proc && !o.From.After(t) && o.To.After(t) {
 			return true
 		}
 	}
 	return false
+}
+
+// nextOut returns when proc's first outage after from (and before to)
+// began, or zero.
+func nextOut(outages []Outage, proc int, from, to time.Time) time.Time {
+	var first time.Time
+	for _, o := range outages {
+		if o.Proc == proc && o.From.After(from) && o.From.Before(to) && (first.IsZero() || o.From.Before(first)) {
+			first = o.From
+		}
+	}
+	return first
 }
 
 // checkStopServing: a process cut off from the store past the bound must

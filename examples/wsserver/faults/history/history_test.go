@@ -195,3 +195,36 @@ func TestWitnessOnAProcessThatIsOutTooIsNotUsed(t *testing.T) {
 		t.Errorf("ghosts %+v, unwitnessed %d, violations %v: want ann and bob unwitnessed", r.Ghosts, r.Unwitnessed, r.Violations)
 	}
 }
+
+func TestWitnessCountsUntilItsOwnProcessIsOut(t *testing.T) {
+	// bob's process goes out at 12 s: ann shown gone at 13 s on it does
+	// not count, and nobody else watched: unwitnessed. (So is bob, lost in
+	// his own process's outage: his only witness, ann, is cut off.)
+	h := good()
+	h.Outages = append(h.Outages, Outage{Proc: 1, Kind: ClientCut, From: at(12), To: at(19)})
+	r := Check(h, bounds)
+	if r.Unwitnessed != 2 || len(r.Ghosts) != 0 {
+		t.Errorf("ghosts %+v, unwitnessed %d: want ann and bob unwitnessed", r.Ghosts, r.Unwitnessed)
+	}
+	// bob's process goes out only at 14 s: ann shown gone at 13 s counts.
+	h.Outages[1].From = at(14)
+	r = Check(h, bounds)
+	if r.Unwitnessed != 1 || len(r.Ghosts) != 1 || r.Ghosts[0].Player != "ann" || r.Ghosts[0].For != 3*time.Second {
+		t.Errorf("ghosts %+v, unwitnessed %d: want one ghost of 3 s", r.Ghosts, r.Unwitnessed)
+	}
+}
+
+func TestRejoinAfterTheHealIsNoWitness(t *testing.T) {
+	// Nobody watched ann; her coming back long after the heal says nothing
+	// about the outage.
+	h := good()
+	h.Sockets = h.Sockets[:1]
+	h.Convergences = nil
+	h.Actions = h.Actions[:1]
+	h.Sockets = append(h.Sockets, Socket{ID: 9, Lobby: "l", Player: "ann", Proc: 2, Opened: at(27),
+		States: []State{{Revision: 9, Term: 1, Host: "ann", Members: []Member{on("ann")}, Full: true, At: at(27)}}})
+	r := Check(h, bounds)
+	if r.Unwitnessed != 1 || len(r.Ghosts) != 0 {
+		t.Errorf("ghosts %+v, unwitnessed %d, violations %v: want ann unwitnessed", r.Ghosts, r.Unwitnessed, r.Violations)
+	}
+}
