@@ -160,6 +160,29 @@ func summarize(t *testing.T, res *Result) string {
 			}
 		}
 	}
+	// Refused fenced actions: a host acting on an old term. Which fault,
+	// if any, was on the process holding the actor's socket then?
+	refused := map[string]int{}
+	for _, a := range res.History.Actions {
+		if a.Accepted {
+			continue
+		}
+		where := "no fault"
+		for _, s := range res.History.Sockets {
+			if s.Lobby != a.Lobby || s.Player != a.Player || s.Opened.After(a.At) || (!s.Closed.IsZero() && s.Closed.Before(a.At)) {
+				continue
+			}
+			for _, o := range res.History.Outages {
+				if o.Proc == s.Proc && !o.From.After(a.At) && o.To.After(a.At) {
+					where = o.Kind
+				}
+			}
+		}
+		refused[where]++
+	}
+	if len(refused) > 0 {
+		fmt.Fprintf(&b, "refused fenced actions by the fault on the actor's process: %v\n", refused)
+	}
 	for _, k := range slices.Sorted(maps.Keys(caught)) {
 		fmt.Fprintf(&b, "  sockets caught by %s, 5 s later: %v\n", k, caught[k])
 	}
