@@ -220,7 +220,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		eps = append(eps, ep)
 	}
 	c.sleep(time.Second)
-	c.stopped.Store(true)
+	c.mu.Lock()
+	c.stopped.Store(true) // under mu: no reconnect is added to wg after this
+	c.mu.Unlock()
 	c.wg.Wait()
 	end := time.Now()
 	h := c.history(end)
@@ -450,7 +452,13 @@ func (c *campaign) ended(s *sock) {
 	if c.stopped.Load() || (byClient && why != "silent server") || noReconnect[code] || c.intn(4) == 0 {
 		return
 	}
+	c.mu.Lock()
+	if c.stopped.Load() {
+		c.mu.Unlock()
+		return
+	}
 	c.wg.Add(1)
+	c.mu.Unlock()
 	go func() {
 		defer c.wg.Done()
 		time.Sleep(c.dur(200*time.Millisecond, 1500*time.Millisecond))
