@@ -379,30 +379,25 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 					}
 					continue
 				}
-				if !s.openAt(o.From) || outAt(h.Outages, s.Proc, o.From) {
-					continue
-				}
-				// What a witness shows counts until its own process is
-				// out (a process that is out cannot show anything) or
-				// its socket closes.
-				until := end
-				if t := nextOut(h.Outages, s.Proc, o.From, end); !t.IsZero() {
-					until = t
-				}
-				if !s.Closed.IsZero() && s.Closed.Before(until) {
-					until = s.Closed
-				}
-				if until.Equal(end) {
-					watched = true
-				}
+				// Any socket of a process that is up shows what its users
+				// see: the first state after the fault that shows the
+				// member not online ends the ghost. A state a process
+				// delivered while out itself tells nothing.
 				for _, st := range s.States {
-					if st.At.Before(o.From) || st.online(k.player) {
+					if st.At.Before(o.From) || st.At.After(end) || outAt(h.Outages, s.Proc, st.At) || st.online(k.player) {
 						continue
 					}
-					if !st.At.After(until) && (gone.IsZero() || st.At.Before(gone)) {
+					if gone.IsZero() || st.At.Before(gone) {
 						gone = st.At
 					}
 					break
+				}
+				// A socket open from the fault to the heal, on a process
+				// that stayed up, watched the whole outage: if it never
+				// showed the member gone, the member was a ghost all along.
+				if s.openAt(o.From) && !outAt(h.Outages, s.Proc, o.From) &&
+					nextOut(h.Outages, s.Proc, o.From, end).IsZero() && (s.Closed.IsZero() || !s.Closed.Before(end)) {
+					watched = true
 				}
 			}
 			resolved := !gone.IsZero() && !gone.After(end)

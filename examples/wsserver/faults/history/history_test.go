@@ -228,3 +228,20 @@ func TestRejoinAfterTheHealIsNoWitness(t *testing.T) {
 		t.Errorf("ghosts %+v, unwitnessed %d, violations %v: want ann unwitnessed", r.Ghosts, r.Unwitnessed, r.Violations)
 	}
 }
+
+func TestWitnessOpenedAfterTheFaultCounts(t *testing.T) {
+	// Nobody watched from the start, but dan, joining on process 2 at
+	// 11 s, was shown ann reconnecting at 12 s.
+	h := good()
+	h.Sockets = h.Sockets[:1]
+	h.Convergences = nil
+	h.Actions = h.Actions[:1]
+	h.Sockets = append(h.Sockets, Socket{ID: 9, Lobby: "l", Player: "dan", Proc: 2, Opened: at(11), States: []State{
+		{Revision: 3, Term: 1, Host: "ann", Members: []Member{on("ann"), on("dan")}, Full: true, At: at(11)},
+		{Revision: 4, Term: 1, Host: "ann", Members: []Member{off("ann"), on("dan")}, At: at(12)},
+	}})
+	r := Check(h, bounds)
+	if len(r.Ghosts) != 1 || r.Ghosts[0].For != 2*time.Second || !r.Ghosts[0].Resolved {
+		t.Errorf("ghosts %+v, unwitnessed %d, violations %v: want one ghost of 2 s", r.Ghosts, r.Unwitnessed, r.Violations)
+	}
+}
