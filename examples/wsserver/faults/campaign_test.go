@@ -269,6 +269,18 @@ func TestRecheckSavedHistory(t *testing.T) {
 	r := history.Check(s.History, s.Bounds)
 	t.Logf("sockets %d, states %d, ghosts %d (unwitnessed %d), worst ghost %v; violations %v",
 		r.Sockets, r.States, len(r.Ghosts), r.Unwitnessed, r.WorstGhost, r.Count())
+	worst, count, faults := map[string]time.Duration{}, map[string]int{}, map[string]int{}
+	for _, g := range r.Ghosts {
+		worst[g.Kind] = max(worst[g.Kind], g.For)
+		count[g.Kind]++
+	}
+	for _, o := range s.History.Outages {
+		faults[o.Kind]++
+	}
+	for _, k := range slices.Sorted(maps.Keys(faults)) {
+		t.Logf("%s: %d outages, %d ghosts, worst %v", k, faults[k], count[k], worst[k].Round(time.Millisecond))
+	}
+	t.Logf("worst convergence %v over %d lobby heals", r.WorstConverge.Round(time.Millisecond), len(s.History.Convergences))
 	for _, v := range r.Violations {
 		t.Log(v)
 	}
