@@ -367,8 +367,9 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 		}
 		slices.SortFunc(keys, func(a, b key) int { return strings.Compare(a.lobby+"\x00"+a.player, b.lobby+"\x00"+b.player) })
 		for _, k := range keys {
-			var gone time.Time // when it was first shown not online, or came back elsewhere
-			watched := false   // a witness watched it until the heal without being out itself
+			var gone time.Time  // when it was first shown not online, or came back elsewhere
+			var upper time.Time // it was gone by then at the latest
+			watched := false    // a witness watched it until the heal without being out itself
 			for _, s := range h.Sockets {
 				if s.Lobby != k.lobby || s.Proc == o.Proc {
 					continue
@@ -381,14 +382,33 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 				}
 				// Any socket of a process that is up shows what its users
 				// see: the first state after the fault that shows the
-				// member not online ends the ghost. A state a process
-				// delivered while out itself tells nothing.
+				// member no longer online, on a socket whose previous
+				// state showed it online, ends the ghost. A socket that
+				// never showed it online only bounds the ghost from above
+				// (it was gone by then, since when is unknown). A state a
+				// process delivered while out itself tells nothing.
+				wasOnline := false
 				for _, st := range s.States {
-					if st.At.Before(o.From) || st.At.After(end) || outAt(h.Outages, s.Proc, st.At) || st.online(k.player) {
+					if st.At.Before(o.From) {
+						wasOnline = st.online(k.player)
 						continue
 					}
-					if gone.IsZero() || st.At.Before(gone) {
-						gone = st.At
+					if st.At.After(end) {
+						break
+					}
+					if outAt(h.Outages, s.Proc, st.At) {
+						continue
+					}
+					if st.online(k.player) {
+						wasOnline = true
+						continue
+					}
+					if wasOnline {
+						if gone.IsZero() || st.At.Before(gone) {
+							gone = st.At
+						}
+					} else if upper.IsZero() || st.At.Before(upper) {
+						upper = st.At
 					}
 					break
 				}
@@ -401,6 +421,15 @@ func checkGhosts(h History, b Bounds, add func(check, lobby, format string, args
 				}
 			}
 			resolved := !gone.IsZero() && !gone.After(end)
+			if !upper.IsZero() && (!resolved || upper.Before(gone)) {
+				if upper.Sub(o.From) > b.Ghost {
+					// Gone by a moment past the bound, but nobody saw
+					// when: it cannot be judged.
+					r.Unwitnessed++
+					continue
+				}
+				gone, resolved = upper, true
+			}
 			if !resolved && !watched {
 				r.Unwitnessed++
 				continue

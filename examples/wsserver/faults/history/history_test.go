@@ -245,3 +245,26 @@ func TestWitnessOpenedAfterTheFaultCounts(t *testing.T) {
 		t.Errorf("ghosts %+v, unwitnessed %d, violations %v: want one ghost of 2 s", r.Ghosts, r.Unwitnessed, r.Violations)
 	}
 }
+
+func TestLateWitnessThatNeverSawTheMemberOnlineOnlyBoundsTheGhost(t *testing.T) {
+	// Nobody watched ann; dan's first state, 8 s after the cut, already
+	// shows her gone: she was gone by then, since when nobody knows.
+	h := good()
+	h.Sockets = h.Sockets[:1]
+	h.Convergences = nil
+	h.Actions = h.Actions[:1]
+	late := Socket{ID: 9, Lobby: "l", Player: "dan", Proc: 2, Opened: at(18), States: []State{
+		{Revision: 4, Term: 1, Host: "ann", Members: []Member{off("ann"), on("dan")}, Full: true, At: at(18)},
+	}}
+	h.Sockets = append(h.Sockets, late)
+	r := Check(h, bounds)
+	if !r.OK() || r.Unwitnessed != 1 || len(r.Ghosts) != 0 {
+		t.Errorf("ghosts %+v, unwitnessed %d, violations %v: want ann unwitnessed", r.Ghosts, r.Unwitnessed, r.Violations)
+	}
+	// Within the bound, the late state bounds the ghost.
+	h.Sockets[1].Opened, h.Sockets[1].States[0].At = at(14), at(14)
+	r = Check(h, bounds)
+	if !r.OK() || len(r.Ghosts) != 1 || r.Ghosts[0].For != 4*time.Second {
+		t.Errorf("ghosts %+v, violations %v: want one ghost of at most 4 s", r.Ghosts, r.Violations)
+	}
+}
