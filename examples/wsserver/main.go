@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jonboulle/clockwork"
 	"github.com/redis/rueidis"
 
 	"github.com/lobbyhost/lobbyhost/examples/wsserver/server"
@@ -73,6 +74,7 @@ type options struct {
 	logLevel       string
 	shutdownWait   time.Duration
 	pprofAddr      string
+	clockOffset    time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (options, error) {
@@ -124,6 +126,7 @@ func parseFlags(args []string, stderr io.Writer, getenv func(string) string) (op
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&o.shutdownWait, "shutdown-wait", 10*time.Second, "how long shutdown waits for sockets to close")
 	fs.StringVar(&o.pprofAddr, "pprof", "", "serve net/http/pprof on this address (e.g. 127.0.0.1:6060) for profiling; off if empty. Never expose it")
+	fs.DurationVar(&o.clockOffset, "test-clock-offset", 0, "FOR FAULT TESTING ONLY: run this process's clock ahead (e.g. 500ms) or behind (-500ms) of the machine's, to test clock skew between processes; never set it in production")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -257,9 +260,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return err
 	}
 	defer release()
+	clock := newOffsetClock(clockwork.NewRealClock(), o.clockOffset)
+	if o.clockOffset != 0 {
+		logger.Warn("test clock offset in force: this process's clock is shifted, for fault testing only", "offset", o.clockOffset)
+	}
 	var tickets server.Tickets // nil: the server's per-process MemoryTickets
 	if len(keys) > 0 {
-		if tickets, err = server.NewSignedTickets(keys, nil, o.ticketTTL, used); err != nil {
+		if tickets, err = server.NewSignedTickets(keys, clock, o.ticketTTL, used); err != nil {
 			return err
 		}
 	}
@@ -286,6 +293,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	srv, err := server.New(server.Config{
 		Store:          st,
+		Clock:          clock,
 		Policy:         policy,
 		Authenticator:  server.HeaderAuthenticator{},
 		Logger:         logger,
