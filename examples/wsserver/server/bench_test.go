@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -52,6 +53,9 @@ func newBenchServer(b *testing.B) *benchServer {
 // benchSocket is a client socket whose reader records the lobby states.
 type benchSocket struct {
 	conn *websocket.Conn
+	// tcp is the connection under conn, for dropping it without a close
+	// frame.
+	tcp  *net.TCPConn
 	mu   sync.Mutex
 	cond *sync.Cond
 	rev  uint64
@@ -79,11 +83,22 @@ func (bs *benchServer) join(b *testing.B, room, user string) *benchSocket {
 	if err != nil || resp.StatusCode != http.StatusCreated {
 		b.Fatalf("ticket: %d %v", resp.StatusCode, err)
 	}
-	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(bs.ts.URL, "http")+"/ws?ticket="+tr.Ticket, nil)
+	var tcp *net.TCPConn
+	dialer := &net.Dialer{}
+	opts := &websocket.DialOptions{HTTPClient: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if tc, ok := c.(*net.TCPConn); ok {
+				tcp = tc
+			}
+			return c, err
+		},
+	}}}
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(bs.ts.URL, "http")+"/ws?ticket="+tr.Ticket, opts)
 	if err != nil {
 		b.Fatal(err)
 	}
-	s := &benchSocket{conn: c}
+	s := &benchSocket{conn: c, tcp: tcp}
 	s.cond = sync.NewCond(&s.mu)
 	go s.read()
 	return s

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/coder/websocket"
@@ -74,10 +75,13 @@ type client struct {
 	pinging bool
 	// serving is set once the socket is upgraded: a writer may run.
 	// writing is set while one runs (at most one does).
-	serving     bool
-	writing     bool
-	kicked      bool
-	hard        bool // the kick was for a failure: no flush, short close
+	serving bool
+	writing bool
+	kicked  bool
+	hard    bool // the kick was for a failure: no flush, short close
+	// gone is set when the peer is gone (see drop): the socket is closed
+	// without a close frame and without the flush.
+	gone        bool
 	abort       *time.Timer
 	closeCode   websocket.StatusCode
 	closeReason string
@@ -222,6 +226,61 @@ func (c *client) kickLocked(code websocket.StatusCode, reason string, hard bool)
 	c.wakeLocked()
 }
 
+// drop marks the socket closed because its peer is gone: the client's
+// close frame arrived (the library answered it and closed the connection)
+// or the connection ended under the reader (EOF, reset). Nothing can reach
+// that client any more, so nothing more is queued for it, no close
+// handshake is tried and no writer is started for one: the lobby's turn of
+// the member to reconnecting goes first, and finish closes the connection
+// after it. A socket kicked before is left to its kick. drop reports
+// whether the caller must close the connection and writerDone itself (no
+// writer runs; none will start).
+func (c *client) drop(code websocket.StatusCode, reason string) (own bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kicked {
+		return false
+	}
+	c.kicked, c.hard, c.gone, c.closeCode, c.closeReason = true, true, true, code, reason
+	// Queued messages are dropped: the connection is dead. A writer in
+	// the middle of a batch finds the kick on its next turn and closes
+	// the connection (closeConn, gone) instead of writing more.
+	clear(c.queue)
+	c.queue, c.queued = nil, 0
+	if c.writing {
+		return false
+	}
+	c.writing = true // no writer starts from now on
+	return true
+}
+
+// readEnded starts the socket's teardown once its read loop ended with
+// err, and reports whether the caller closes the connection and writerDone
+// (see drop) after telling the lobby.
+func (c *client) readEnded(err error) (own bool) {
+	switch {
+	case c.raw.unmasked.Load():
+		// The library stopped reading at a client frame without a mask,
+		// and sent nothing: the client is told it broke the protocol.
+		c.kick(websocket.StatusProtocolError, "client frames must be masked", false)
+	case websocket.CloseStatus(err) != -1:
+		// The client's close frame: the library answered it and closed
+		// the connection.
+		own = c.drop(websocket.StatusNormalClosure, "")
+	case peerGone(err):
+		own = c.drop(websocket.StatusAbnormalClosure, "connection lost")
+	}
+	c.kick(websocket.StatusNormalClosure, "", false)
+	return own
+}
+
+// peerGone reports whether a read error means the connection ended under
+// the reader: the client's end closed or reset it without a close frame.
+func peerGone(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
 // cutOff aborts whatever read or write is in progress on the socket.
 func (c *client) cutOff() {
 	c.cancel()
@@ -354,7 +413,10 @@ func (c *client) writeBatch(msgs [][]byte) error {
 // that does not answer costs no more than that.
 func (c *client) closeConn() {
 	code, reason, hard := c.closeStatus()
-	if c.ctx.Err() != nil {
+	c.mu.Lock()
+	gone := c.gone
+	c.mu.Unlock()
+	if gone || c.ctx.Err() != nil {
 		c.conn.CloseNow()
 		return
 	}

@@ -13,10 +13,18 @@ import (
 )
 
 // meterBuffer is the size of a frameMeter's read buffer: the only read
-// buffer a socket holds (the library's bufio.Reader above it is the
+// buffer a socket has (the library's bufio.Reader above it is the
 // smallest bufio allows). Client messages are small; a large one takes a
-// few more reads.
+// few more reads. On a connection that can wait for input without a
+// buffer (see readable), the buffer is borrowed from meterBufs only while
+// there are bytes to read: an idle socket holds none.
 const meterBuffer = 1024
+
+// meterBufs lends frameMeters their read buffers.
+var meterBufs = sync.Pool{New: func() any {
+	b := make([]byte, meterBuffer)
+	return &b
+}}
 
 // frameMeter sits between a hijacked connection and coder/websocket and
 // counts the frames the client sends as their bytes go past. Every frame
@@ -44,16 +52,43 @@ type frameMeter struct {
 	// a protocol error (1002) when it sees this.
 	unmasked atomic.Bool
 
-	store   []byte // backing array of buf
+	store []byte // backing array of buf
+	// lent is store when it is borrowed from meterBufs; wait, if set,
+	// waits until the connection has input, without a buffer (see
+	// readable): store is then borrowed only while input is buffered.
+	lent    *[]byte
+	wait    func() error
 	buf     []byte // read from Conn, not yet returned
 	ok      int    // buf[:ok] may be returned: their frames were counted
 	payload int64  // payload bytes of the current frame not yet in buf[:ok]
 }
 
 func newFrameMeter(conn net.Conn, buffered []byte, budget limiter, throttled func()) *frameMeter {
-	m := &frameMeter{Conn: conn, budget: budget, throttled: throttled, stop: make(chan struct{}), store: make([]byte, 0, max(meterBuffer, len(buffered)))}
+	m := &frameMeter{Conn: conn, budget: budget, throttled: throttled, stop: make(chan struct{})}
+	m.wait = readable(conn)
+	switch {
+	case len(buffered) > meterBuffer:
+		m.store = make([]byte, 0, len(buffered))
+	case len(buffered) > 0 || m.wait == nil:
+		m.borrow()
+	}
 	m.buf = append(m.store[:0], buffered...)
 	return m
+}
+
+// borrow gives the meter a read buffer, from meterBufs.
+func (m *frameMeter) borrow() {
+	m.lent = meterBufs.Get().(*[]byte)
+	m.store = (*m.lent)[:0]
+}
+
+// release gives a borrowed buffer back; buf is empty.
+func (m *frameMeter) release() {
+	if m.lent != nil {
+		meterBufs.Put(m.lent)
+		m.lent = nil
+	}
+	m.store, m.buf = nil, nil
 }
 
 // Read returns bytes whose frames were counted, reading and counting more
@@ -64,6 +99,9 @@ func (m *frameMeter) Read(p []byte) (int, error) {
 			n := copy(p, m.buf[:m.ok])
 			m.buf = m.buf[n:]
 			m.ok -= n
+			if len(m.buf) == 0 && m.wait != nil {
+				m.release() // all handed over: the next read borrows again
+			}
 			return n, nil
 		}
 		if err := m.scan(); err != nil {
@@ -74,6 +112,14 @@ func (m *frameMeter) Read(p []byte) (int, error) {
 		}
 		// What is left is the start of a frame header: read more.
 		if len(m.buf) == 0 {
+			if m.wait != nil {
+				// Nothing buffered: wait for input without a buffer.
+				m.release()
+				if err := m.wait(); err != nil {
+					return 0, err
+				}
+				m.borrow()
+			}
 			m.buf = m.store[:0]
 		} else if cap(m.buf)-len(m.buf) < meterBuffer/2 {
 			m.buf = append(m.store[:0], m.buf...)

@@ -821,12 +821,9 @@ func (s *Server) serve(c *client) {
 	// or closing. The lobby learns of it at once: the writer's flush, the
 	// close handshake and a ping waiting for its pong proceed meanwhile
 	// and never delay the member's turn to reconnecting (and the grace).
-	if c.raw.unmasked.Load() {
-		// The library stopped reading at a client frame without a mask,
-		// and sent nothing: the client is told it broke the protocol.
-		c.kick(websocket.StatusProtocolError, "client frames must be masked", false)
-	}
-	c.kick(websocket.StatusNormalClosure, "", false)
+	// A connection whose client is gone gets none of them: it is closed
+	// here once the lobby knows (readEnded, drop).
+	own := c.readEnded(readErr)
 	c.pingCancel()
 	pseudo := pseudonym{s.svc, c.user}
 	ctx, cancel := context.WithTimeout(context.Background(), commandTimeout)
@@ -834,6 +831,10 @@ func (s *Server) serve(c *client) {
 	var err error
 	s.warm.run(func() { dres, err = att.Disconnect(ctx) })
 	cancel()
+	if own {
+		c.conn.CloseNow()
+		close(c.writerDone)
+	}
 	<-c.writerDone
 	c.room.detach(c, s.clock.Now())
 	s.metrics.sockets.Dec()

@@ -18,8 +18,14 @@ import (
 // connection.
 
 // encodedSlots is how many recent lobby.state encodings a room keeps for
-// its sockets, which each take a change on their own schedule.
-const encodedSlots = 8
+// its sockets, which each take a change on their own schedule: the change
+// being handed out and the one before it (or the event and the state of
+// one revision), for a socket whose delivery comes a change late. Every
+// slot holds its encoding for as long as the room lives, however quiet:
+// with rooms of a few players, more slots would keep most of a room's
+// join history encoded in memory (about 1 KB a change), shared with no
+// one, while a socket more than one change behind costs only an encoding.
+const encodedSlots = 2
 
 // encodedState is one lobby.state encoding of a room.
 type encodedState struct {
