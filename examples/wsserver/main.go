@@ -25,6 +25,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -376,6 +377,9 @@ func servePprof(addr string, logger *slog.Logger) (func(), error) {
 	if err != nil {
 		return nil, fmt.Errorf("-pprof: %w", err)
 	}
+	// The block and mutex profiles record nothing unless asked to.
+	runtime.SetBlockProfileRate(int(time.Millisecond))
+	runtime.SetMutexProfileFraction(10)
 	mux := http.NewServeMux()
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
