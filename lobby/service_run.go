@@ -16,6 +16,10 @@ import (
 	"github.com/lobbyhost/lobbyhost/store"
 )
 
+// sweepLook is how many deadlines a sweep pass looks at first (see
+// sweepPass).
+const sweepLook = 16
+
 // farFuture asks the store for its earliest deadline of all.
 var farFuture = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
@@ -333,10 +337,11 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 	if err := s.trimLog(ctx, now); err != nil {
 		errs = append(errs, err)
 	}
-	// The look: the earliest deadlines of all, one more than a batch, so
-	// that it shows both the lobbies due now and, after them, the next
-	// deadline of the lobbies this pass does not touch.
-	look, err := s.st.Due(ctx, farFuture, s.cfg.sweepBatch+1)
+	// The look: the earliest few deadlines of all, so that it shows
+	// whether lobbies are due now and, after them, the next deadline of
+	// the lobbies this pass does not touch. It is kept small: it is read
+	// on every pass, and a store's search grows with what it returns.
+	look, err := s.st.Due(ctx, farFuture, min(sweepLook, s.cfg.sweepBatch)+1)
 	if err != nil {
 		return p, errors.Join(append(errs, fmt.Errorf("lobby: due lobbies: %w", err))...)
 	}
@@ -347,7 +352,7 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 	if n < len(look) {
 		p.next, p.hasNext = look[n].Deadline, true
 	}
-	p.more = n > s.cfg.sweepBatch // a burst larger than the look
+	p.more = n > 0 && n == len(look) // every deadline it showed is due: what follows is unknown
 	if n == 0 {
 		return p, errors.Join(errs...)
 	}
@@ -359,8 +364,8 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 		switch {
 		case claims:
 			due, err = claimer.Claim(ctx, now, s.cfg.sweepBatch, s.cfg.claimHold)
-		case len(seen) == 0:
-			due = look[:n] // the look already lists them
+		case len(seen) == 0 && !p.more:
+			due = look[:n] // the look already lists them all
 		default:
 			due, err = s.st.Due(ctx, now, s.cfg.sweepBatch)
 		}
