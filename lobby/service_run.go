@@ -397,10 +397,6 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 				}
 			}
 		}
-		workers := s.cfg.sweepers
-		if s.hooks != nil {
-			workers = 1 // a simulation schedules goroutines itself
-		}
 		todo := due[:0:0]
 		for _, d := range due {
 			if !seen[d.ID] {
@@ -408,26 +404,11 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 				todo = append(todo, d)
 			}
 		}
-		if workers = min(workers, len(todo)); workers <= 1 {
-			for _, d := range todo {
-				if ctx.Err() != nil {
-					break
-				}
-				advance(d.ID)
+		s.inParallel(len(todo), func(i int) {
+			if ctx.Err() == nil {
+				advance(todo[i].ID)
 			}
-		} else {
-			// A few workers take the lobbies in turn.
-			var next atomic.Int64
-			var wg sync.WaitGroup
-			for range workers {
-				wg.Go(func() {
-					for i := next.Add(1) - 1; i < int64(len(todo)) && ctx.Err() == nil; i = next.Add(1) - 1 {
-						advance(todo[i].ID)
-					}
-				})
-			}
-			wg.Wait()
-		}
+		})
 		if err := ctx.Err(); err != nil {
 			return p, err
 		}
@@ -435,6 +416,30 @@ func (s *Service) sweepPass(ctx context.Context) (p pass, err error) {
 			return p, errors.Join(errs...)
 		}
 	}
+}
+
+// inParallel calls f(i) for every i in [0, n), on up to WithSweepConcurrency
+// goroutines at once that take the indexes in turn (on the caller's alone
+// under a simulation, which schedules goroutines itself), and returns once
+// every call has.
+func (s *Service) inParallel(n int, f func(i int)) {
+	workers := min(s.cfg.sweepers, n)
+	if s.hooks != nil || workers <= 1 {
+		for i := range n {
+			f(i)
+		}
+		return
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				f(int(i))
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // errPublish marks a relay failure of the Publisher, not of the store.

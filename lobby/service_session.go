@@ -696,34 +696,15 @@ func (l *liveness) expireDue(ctx context.Context, now time.Time, attempt int) (w
 // timeOuts commits the time-outs of gens, a few at once, and returns those
 // that failed. (A generation's lobby, player and number never change.)
 func (l *liveness) timeOuts(ctx context.Context, gens []*heldGen) []*heldGen {
-	workers := min(l.s.cfg.sweepers, len(gens))
-	if l.s.hooks != nil {
-		workers = 1
-	}
 	var mu sync.Mutex
 	var failed []*heldGen
-	var wg sync.WaitGroup
-	next := 0
-	for range max(workers, 1) {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= len(gens) || ctx.Err() != nil {
-					return
-				}
-				g := gens[i]
-				if !l.timeOut(ctx, g.hl.id, g.player, g.gen) {
-					mu.Lock()
-					failed = append(failed, g)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	l.s.inParallel(len(gens), func(i int) {
+		if g := gens[i]; ctx.Err() == nil && !l.timeOut(ctx, g.hl.id, g.player, g.gen) {
+			mu.Lock()
+			failed = append(failed, g)
+			mu.Unlock()
+		}
+	})
 	return failed
 }
 
@@ -1010,8 +991,6 @@ func (s *Service) Drain(ctx context.Context) error {
 		after = ids[len(ids)-1]
 	}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	next := 0
 	// latest is the latest time a drained lobby judged the session alive
 	// at: the session must not end before it (a clock that stepped back
 	// during the drain).
@@ -1023,29 +1002,13 @@ func (s *Service) Drain(ctx context.Context) error {
 		}
 		mu.Unlock()
 	}
-	workers := min(s.cfg.sweepers, len(lobbies))
-	if s.hooks != nil {
-		workers = 1 // the simulation schedules one goroutine at a time
-	}
-	for range max(workers, 1) {
-		wg.Go(func() {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= len(lobbies) {
-					return
-				}
-				if _, err := s.transact(ctx, lobbies[i], txn{cmd: rules.Drain(id), internal: true, view: view}); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("lobby %q: drain: %w", lobbies[i], err))
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
+	s.inParallel(len(lobbies), func(i int) {
+		if _, err := s.transact(ctx, lobbies[i], txn{cmd: rules.Drain(id), internal: true, view: view}); err != nil {
+			mu.Lock()
+			errs = append(errs, fmt.Errorf("lobby %q: drain: %w", lobbies[i], err))
+			mu.Unlock()
+		}
+	})
 	end := s.clock.Now()
 	if end.Before(latest) {
 		end = latest
