@@ -103,7 +103,15 @@ func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 		mu.Unlock()
 		if first {
 			close(ready)
+			return
 		}
+		// A subscription confirmed again (this one, after a broken
+		// connection, or another subscriber's on the same connection):
+		// the reader may have checked its heads as soon as the break was
+		// reported, before this subscription was back, and what was
+		// published in between reached nobody. Checking again now covers
+		// it; a confirmation that was not this feed's only costs a check.
+		g.lose()
 	}
 	onReturn := func(err error, _ rueidis.CommandClient) error {
 		if err != nil && ctx.Err() == nil {
