@@ -272,7 +272,11 @@ func startRestartHarness(t *testing.T, r Harness, open func(*testing.T) (store.S
 		lobby.WithClock(clockwork.NewRealClock()),
 		// A pass cut off by the kill leaves its claims to lapse; keep
 		// that short so the final drain finds them free.
-		lobby.WithRelayHold(relayHold))
+		lobby.WithRelayHold(relayHold),
+		// Heartbeats that reach the store: the checks judge what a
+		// restart does to stored state. (A session across a restart is
+		// the Sessions checks' and the fault campaign's to judge.)
+		lobby.WithSessionTTL(0))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,7 @@ func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 	var (
 		mu         sync.Mutex
 		subscribed bool // the first confirmation has come
+		broken     bool // the subscription broke since its last confirmation
 		ready      = make(chan struct{})
 	)
 	isFirst := func() bool {
@@ -99,23 +100,30 @@ func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 		}
 		mu.Lock()
 		first := !subscribed
-		subscribed = true
+		again := broken
+		subscribed, broken = true, false
 		mu.Unlock()
 		if first {
 			close(ready)
 			return
 		}
-		// A subscription confirmed again (this one, after a broken
-		// connection, or another subscriber's on the same connection):
-		// the reader may have checked its heads as soon as the break was
-		// reported, before this subscription was back, and what was
-		// published in between reached nobody. Checking again now covers
-		// it; a confirmation that was not this feed's only costs a check.
+		if again {
+			// Subscribed again after a break: the reader may have
+			// checked its heads as soon as the break was reported,
+			// before the subscription was back, and what was published
+			// in between reached nobody. Checking again now covers it.
+			g.lose()
+		}
+	}
+	breaks := func() {
+		mu.Lock()
+		broken = true
+		mu.Unlock()
 		g.lose()
 	}
 	onReturn := func(err error, _ rueidis.CommandClient) error {
 		if err != nil && ctx.Err() == nil {
-			g.lose()
+			breaks()
 		}
 		return err
 	}
@@ -140,7 +148,7 @@ func (s *Store) Subscribe(ctx context.Context) (*store.Feed, error) {
 			if ctx.Err() != nil || errors.Is(err, rueidis.ErrClosing) {
 				return
 			}
-			g.lose()
+			breaks()
 			t := time.NewTimer(resubscribeDelay)
 			select {
 			case <-ctx.Done():
