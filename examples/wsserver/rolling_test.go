@@ -191,7 +191,11 @@ func rollingRun(t *testing.T, node, bin string, storeArgs ...string) {
 		}
 	}
 	cfg, _ := json.Marshal(map[string]any{"base": fs.URL, "players": players})
-	cmd := exec.Command(node, "--experimental-websocket", script, bundle, string(cfg))
+	cfgFile := filepath.Join(t.TempDir(), "players.json")
+	if err := os.WriteFile(cfgFile, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(node, "--experimental-websocket", script, bundle, "@"+cfgFile)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	var stderr lockedBuffer

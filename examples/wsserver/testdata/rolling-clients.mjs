@@ -2,7 +2,7 @@
 // committed bundle (client/dist/lobbyhost-client.js), under Node, so the
 // reconnect rules exercised are the library's own. Run as
 //
-//   node --experimental-websocket rolling-clients.mjs <bundle path> <config JSON>
+//   node --experimental-websocket rolling-clients.mjs <bundle path> <config JSON, or @file>
 //
 // config: {"base": "http://front", "players": [{"room": "...", "user": "..."}]}.
 // Every event is one JSON line on stdout; a line "quit" on stdin
@@ -10,7 +10,12 @@
 import { pathToFileURL } from 'node:url';
 import { createInterface } from 'node:readline';
 
-const [bundle, configJSON] = process.argv.slice(2);
+const [bundle, configArg] = process.argv.slice(2);
+// "@file" names a file holding the configuration (a large run's would not
+// fit on a command line).
+const configJSON = configArg.startsWith('@')
+  ? (await import('node:fs')).readFileSync(configArg.slice(1), 'utf8')
+  : configArg;
 const { LobbyClient } = await import(pathToFileURL(bundle).href);
 const { base, players } = JSON.parse(configJSON);
 const wsBase = base.replace(/^http/, 'ws');
